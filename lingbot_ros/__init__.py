@@ -12,7 +12,8 @@
 # See the License for the specific language governing permissions and
 # limitations under the License.
 
-"""LingBot-Map streaming 3D reconstruction as a ROS 2 package.
+"""
+LingBot-Map streaming 3D reconstruction as a ROS 2 package.
 
 Layers (arrows point down): ros -> streaming -> (model, cache).
 Only ``lingbot_ros.ros`` imports rclpy.

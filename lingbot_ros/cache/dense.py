@@ -12,7 +12,8 @@
 # See the License for the specific language governing permissions and
 # limitations under the License.
 
-"""A plain dense KV cache with the reference's visibility rules: the yardstick.
+"""
+A plain dense KV cache with the reference's visibility rules: the yardstick.
 
 Simple on purpose (lists of tensors, ``torch.cat`` per call): it defines what every
 faster cache must return, and the property tests compare the paged cache against it.
@@ -95,12 +96,12 @@ class DenseStreamCache:
 
     @property
     def frames(self) -> int:
-        """Committed frames (the stream's temporal extent, evicted ones included)."""
+        """Count committed frames, evicted ones included: the temporal extent."""
         return len(self._frames)
 
     @property
     def patch_frames_resident(self) -> int:
-        """Committed frames whose patch tokens are still visible."""
+        """Count committed frames whose patch tokens are still visible."""
         return sum(f.role == 'scale' or bool(f.patch) for f in self._frames)
 
     def _window_evictable(self) -> list[_Frame]:

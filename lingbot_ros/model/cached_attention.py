@@ -12,7 +12,8 @@
 # See the License for the specific language governing permissions and
 # limitations under the License.
 
-"""The one thing the model needs from a KV cache, stated as a protocol.
+"""
+The one thing the model needs from a KV cache, stated as a protocol.
 
 The model never imports ``lingbot_ros.cache``; a streaming session hands the global
 blocks and the camera head objects that satisfy :class:`CachedAttention`.
@@ -30,7 +31,8 @@ class CachedAttention(Protocol):
 
     def attend(self, layer: int, q: torch.Tensor, k: torch.Tensor,
                v: torch.Tensor) -> torch.Tensor:
-        """Store this call's keys and values as pending, return softmax(q K^T / sqrt(d)) V.
+        """
+        Store this call's keys and values as pending, return softmax(q K^T / sqrt(d)) V.
 
         ``q``, ``k``, ``v`` are ``[B, heads, N, head_dim]`` for the frames of the current
         call, frame-major (``N = frames * tokens_per_frame``), keys already normalised and

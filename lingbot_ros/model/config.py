@@ -12,7 +12,8 @@
 # See the License for the specific language governing permissions and
 # limitations under the License.
 
-"""The network's structure as data: one model, many sizes.
+"""
+The network's structure as data: one model, many sizes.
 
 ``release`` is the structure of the published LingBot-Map checkpoints; ``tiny`` is a
 small structure of the same shape for CPU tests and the bundled random-weight default.
@@ -122,11 +123,13 @@ class ModelConfig:
                      f'a divisor of embed_dim ({cfg.embed_dim})')
         _require(agg.num_register_tokens == SPECIAL_TOKENS - 2, 'aggregator.num_register_tokens',
                  agg.num_register_tokens, str(SPECIAL_TOKENS - 2))
-        _require(sum(agg.rope3d_split) == agg.head_dim and all(d % 2 == 0 for d in agg.rope3d_split),
+        split = agg.rope3d_split
+        _require(sum(split) == agg.head_dim and all(d % 2 == 0 for d in split),
                  'aggregator.rope3d_split', agg.rope3d_split,
                  f'three even numbers summing to head_dim ({agg.head_dim})')
         _require(agg.head_dim % 4 == 0, 'aggregator.head_dim', agg.head_dim, 'a multiple of 4')
-        _require(len(agg.selected_layers) == 4 and all(0 <= i < agg.depth for i in agg.selected_layers),
+        layers = agg.selected_layers
+        _require(len(layers) == 4 and all(0 <= i < agg.depth for i in layers),
                  'aggregator.selected_layers', agg.selected_layers,
                  f'four block indices in [0, {agg.depth})')
         _require(self.head_width % self.camera_head.num_heads == 0, 'camera_head.num_heads',

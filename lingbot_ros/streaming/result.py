@@ -33,7 +33,8 @@ class FrameType(IntEnum):
 
 @dataclass(frozen=True)
 class FrameResult:
-    """Outputs for one input frame, stamped with the input's stamp.
+    """
+    Outputs for one input frame, stamped with the input's stamp.
 
     Conventions: ``pose_c2w`` maps camera (OpenCV optical axes: x right, y down,
     z forward) to the session's map frame; translation in model units (arbitrary
