@@ -1,0 +1,130 @@
+# Copyright 2026 The lingbot_ros Authors
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+Transformer pieces shared by the DINOv2 trunk, the aggregator and the camera head.
+
+One pre-norm block serves all three; what differs (qk-norm, LayerNorm eps, how positions
+rotate q/k, what the keys are attended against) is passed in, so the state-dict names
+(``norm1 attn.qkv attn.q_norm attn.k_norm attn.proj ls1.gamma norm2 mlp.fc1 mlp.fc2
+ls2.gamma``) are spelled in one place.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Optional
+
+import torch
+from torch import nn
+import torch.nn.functional as F
+
+Rotate = Callable[[torch.Tensor], torch.Tensor]
+Attend = Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
+
+
+def plain_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    """Unmasked softmax(q k^T / sqrt(d)) v among the given tokens."""
+    return F.scaled_dot_product_attention(q, k, v)
+
+
+class LayerScale(nn.Module):
+    """Per-channel learned residual gain (``gamma``); values come from the checkpoint."""
+
+    def __init__(self, dim: int, init_value: float = 1e-2) -> None:
+        super().__init__()
+        self.gamma = nn.Parameter(torch.full((dim,), init_value))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x * self.gamma
+
+
+class Mlp(nn.Module):
+    """Two linear layers with the exact (erf) GELU between them."""
+
+    def __init__(self, dim: int, hidden: int) -> None:
+        super().__init__()
+        self.fc1 = nn.Linear(dim, hidden)
+        self.fc2 = nn.Linear(hidden, dim)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc2(F.gelu(self.fc1(x)))
+
+
+def _autocast_dtype(device: torch.device) -> Optional[torch.dtype]:
+    if torch.is_autocast_enabled(device.type):
+        return torch.get_autocast_dtype(device.type)
+    return None
+
+
+class Attention(nn.Module):
+    """
+    Multi-head self-attention with optional per-head q/k LayerNorm.
+
+    ``qkv`` output features are ordered (3, heads, head_dim), as in the checkpoints.
+    """
+
+    def __init__(self, dim: int, num_heads: int, qk_norm: bool = False,
+                 norm_eps: float = 1e-5) -> None:
+        super().__init__()
+        if dim % num_heads:
+            raise ValueError(f'dim {dim} is not a multiple of num_heads {num_heads}')
+        self.num_heads = num_heads
+        self.head_dim = dim // num_heads
+        self.qkv = nn.Linear(dim, 3 * dim)
+        if qk_norm:
+            self.q_norm = nn.LayerNorm(self.head_dim, eps=norm_eps)
+            self.k_norm = nn.LayerNorm(self.head_dim, eps=norm_eps)
+        else:
+            self.q_norm = self.k_norm = None
+        self.proj = nn.Linear(dim, dim)
+
+    def forward(self, x: torch.Tensor, rotate: Optional[Rotate] = None,
+                attend: Optional[Attend] = None) -> torch.Tensor:
+        """
+        Attend ``x [B, N, C]``; ``rotate`` positions q and k, ``attend`` may add a cache.
+
+        Under autocast q, k, v reach ``attend`` in the autocast dtype (what SDPA would
+        use anyway), so a cache sees one dtype.
+        """
+        b, n, c = x.shape
+        qkv = self.qkv(x).reshape(b, n, 3, self.num_heads, self.head_dim).permute(2, 0, 3, 1, 4)
+        q, k, v = qkv.unbind(0)
+        if self.q_norm is not None:
+            q, k = self.q_norm(q), self.k_norm(k)
+        if rotate is not None:
+            q, k = rotate(q), rotate(k)
+        low = _autocast_dtype(x.device)
+        if low is not None:
+            q, k, v = q.to(low), k.to(low), v.to(low)
+        out = (attend or plain_attention)(q, k, v)
+        return self.proj(out.transpose(1, 2).reshape(b, n, c))
+
+
+class Block(nn.Module):
+    """Pre-norm transformer block: x + ls1(attn(norm1 x)), then x + ls2(mlp(norm2 x))."""
+
+    def __init__(self, dim: int, num_heads: int, mlp_ratio: float = 4.0, qk_norm: bool = False,
+                 norm_eps: float = 1e-5) -> None:
+        super().__init__()
+        self.norm1 = nn.LayerNorm(dim, eps=norm_eps)
+        self.attn = Attention(dim, num_heads, qk_norm=qk_norm, norm_eps=norm_eps)
+        self.ls1 = LayerScale(dim)
+        self.norm2 = nn.LayerNorm(dim, eps=norm_eps)
+        self.mlp = Mlp(dim, int(dim * mlp_ratio))
+        self.ls2 = LayerScale(dim)
+
+    def forward(self, x: torch.Tensor, rotate: Optional[Rotate] = None,
+                attend: Optional[Attend] = None) -> torch.Tensor:
+        x = x + self.ls1(self.attn(self.norm1(x), rotate=rotate, attend=attend))
+        return x + self.ls2(self.mlp(self.norm2(x)))
