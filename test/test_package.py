@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 EXEC_DEPENDS = {'rclpy', 'sensor_msgs', 'geometry_msgs', 'nav_msgs', 'diagnostic_msgs',
                 'std_srvs', 'lifecycle_msgs', 'cv_bridge', 'tf2_ros', 'launch', 'launch_ros',
-                'python3-numpy', 'python3-opencv', 'python3-pytorch'}
+                'python3-numpy', 'python3-opencv', 'python3-torch'}
 TEST_DEPENDS = {'ament_copyright', 'ament_flake8', 'ament_pep257', 'python3-pytest'}
 
 
