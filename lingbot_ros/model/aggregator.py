@@ -61,12 +61,17 @@ class Aggregator(nn.Module):
         self.init_buffers()
 
     def init_buffers(self, device: Optional[torch.device] = None) -> None:
-        """(Re)create the non-persistent normalisation constants, e.g. after a meta build."""
+        """
+        (Re)create the non-persistent normalisation constants (fp32) on ``device``.
+
+        Needed after a meta-device build, and after casting the aggregator to a low
+        precision: the constants stay fp32 (the reference's GPU demo rounds them to bf16
+        as a side effect of its cast; training did not).
+        """
         if device is None:
             device = self.camera_token.device
-        dtype = self.camera_token.dtype
         for name, values in (('image_mean', IMAGE_MEAN), ('image_std', IMAGE_STD)):
-            t = torch.tensor(values, device=device).view(1, 3, 1, 1).to(dtype)
+            t = torch.tensor(values, dtype=torch.float32, device=device).view(1, 3, 1, 1)
             self.register_buffer(name, t, persistent=False)
 
     def special_tokens(self, batch: int, frames: int, first_frame: bool,
