@@ -29,9 +29,10 @@ import torch
 Table = Tuple[torch.Tensor, torch.Tensor]  # (cos, sin)
 
 
-def _inverse_frequencies(dim: int, base: float, dtype: torch.dtype) -> torch.Tensor:
+def _inverse_frequencies(dim: int, base: float, dtype: torch.dtype,
+                         device: torch.device) -> torch.Tensor:
     """Return base^(-2k/dim) for k < dim/2: the standard RoPE spectrum of ``dim`` features."""
-    return 1.0 / (base ** (torch.arange(0, dim, 2, dtype=dtype) / dim))
+    return 1.0 / (base ** (torch.arange(0, dim, 2, dtype=dtype, device=device) / dim))
 
 
 class Rope2D:
@@ -52,11 +53,11 @@ class Rope2D:
 
     def table(self, grid_h: int, grid_w: int, device: torch.device,
               dtype: torch.dtype) -> Table:
-        """Return (cos, sin), each ``[P, head_dim]``, for a frame of ``grid_h x grid_w`` patches."""
+        """Return (cos, sin), each ``[P, head_dim]``, of a ``grid_h x grid_w``-patch frame."""
         key = (grid_h, grid_w, torch.device(device), dtype)
         if key not in self._tables:
             half = self.head_dim // 2
-            inv = _inverse_frequencies(half, self.frequency, torch.float32).to(device)
+            inv = _inverse_frequencies(half, self.frequency, torch.float32, device)
             rows = torch.arange(grid_h, device=device).repeat_interleave(grid_w) + 1
             cols = torch.arange(grid_w, device=device).repeat(grid_h) + 1
             zeros = torch.zeros(self.special_tokens, dtype=rows.dtype, device=device)
@@ -95,7 +96,9 @@ class Rope3D:
         self.split = tuple(split)
         self.theta = theta
         self.special_tokens = special_tokens
-        self._inv = [_inverse_frequencies(d, theta, torch.float64) for d in split]
+        # On the CPU explicitly: the model may be built under a meta-device context.
+        cpu = torch.device('cpu')
+        self._inv = [_inverse_frequencies(d, theta, torch.float64, cpu) for d in split]
         self._spatial: Dict[tuple, torch.Tensor] = {}
 
     def _spatial_angles(self, grid_h: int, grid_w: int, device: torch.device) -> torch.Tensor:
@@ -103,10 +106,11 @@ class Rope3D:
         key = (grid_h, grid_w, torch.device(device))
         if key not in self._spatial:
             s = self.special_tokens
-            special = torch.arange(s, dtype=torch.float64)
-            rows = torch.cat([special, s + torch.arange(grid_h, dtype=torch.float64)
+            cpu = self._inv[0].device
+            special = torch.arange(s, dtype=torch.float64, device=cpu)
+            rows = torch.cat([special, s + torch.arange(grid_h, dtype=torch.float64, device=cpu)
                               .repeat_interleave(grid_w)])
-            cols = torch.cat([special, s + torch.arange(grid_w, dtype=torch.float64)
+            cols = torch.cat([special, s + torch.arange(grid_w, dtype=torch.float64, device=cpu)
                               .repeat(grid_h)])
             angles = torch.cat([torch.outer(rows, self._inv[1]),
                                 torch.outer(cols, self._inv[2])], dim=-1)
@@ -115,9 +119,10 @@ class Rope3D:
 
     def table(self, time_start: int, num_frames: int, grid_h: int, grid_w: int,
               device: torch.device, dtype: torch.dtype) -> Table:
-        """Return (cos, sin), each ``[num_frames * P, head_dim / 2]``, frames time_start, +1, ..."""
+        """Return (cos, sin), each ``[num_frames * P, head_dim / 2]``, times time_start + s."""
         spatial = self._spatial_angles(grid_h, grid_w, device)
-        times = torch.arange(time_start, time_start + num_frames, dtype=torch.float64)
+        times = torch.arange(time_start, time_start + num_frames, dtype=torch.float64,
+                             device=self._inv[0].device)
         temporal = torch.outer(times, self._inv[0]).to(device)
         per_token = spatial.shape[0]
         angles = torch.cat([
