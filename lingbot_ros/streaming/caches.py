@@ -1,0 +1,82 @@
+# Copyright 2026 The lingbot_ros Authors
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+How a session gets its two caches: through a factory, so backends drop in.
+
+A session needs, per window, one cache for the aggregator's global blocks and one
+for the camera head. Both speak the frame transaction (``begin`` / ``attend`` /
+``commit`` / ``rollback`` / ``reset``) and expose ``frames`` (committed frames) and
+``patch_frames_resident``. Which class implements them is the factory's business;
+:func:`dense_cache_factory` uses the dense reference cache.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Protocol
+
+from lingbot_ros.cache.dense import DenseStreamCache
+import torch
+
+
+class StreamCache(Protocol):
+    """The frame transaction the session drives (``CachedAttention`` plus lifecycle)."""
+
+    def begin(self, num_frames: int, defer_eviction: bool = False) -> None: ...
+
+    def attend(self, layer: int, q: torch.Tensor, k: torch.Tensor,
+               v: torch.Tensor) -> torch.Tensor: ...
+
+    def commit(self) -> int: ...
+
+    def rollback(self) -> None: ...
+
+    def reset(self) -> None: ...
+
+
+@dataclass(frozen=True)
+class CacheSpec:
+    """
+    Everything a cache needs to size itself, fixed for one window of one stream.
+
+    ``max_frames`` is the most frames a window ever commits: the session opens a new
+    window before that, so a pool sized for it never overflows.
+    """
+
+    special_tokens: int
+    patches_per_frame: int
+    scale_frames: int
+    sliding_window: int
+    max_frames: int
+    global_layers: int
+    global_heads: int
+    global_head_dim: int
+    camera_layers: int
+    camera_heads: int
+    camera_head_dim: int
+    device: torch.device
+    dtype: torch.dtype
+    backend: str = 'sdpa'
+
+
+CacheFactory = Callable[[CacheSpec], 'tuple[StreamCache, StreamCache]']
+
+
+def dense_cache_factory(spec: CacheSpec) -> 'tuple[StreamCache, StreamCache]':
+    """Dense reference caches: the aggregator's and the camera head's (no window)."""
+    agg = DenseStreamCache(special_tokens=spec.special_tokens, scale_frames=spec.scale_frames,
+                           sliding_window=spec.sliding_window)
+    camera = DenseStreamCache(special_tokens=1, scale_frames=0, sliding_window=1)
+    return agg, camera

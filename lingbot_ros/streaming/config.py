@@ -1,0 +1,161 @@
+# Copyright 2026 The lingbot_ros Authors
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+Configuration of an engine (what is loaded) and of a stream (how frames flow).
+
+Both are frozen dataclasses validated once by ``validate()``; an invalid value raises
+:class:`~lingbot_ros.model.config.ConfigError` naming the parameter, the value and
+what is allowed, so the ROS node can refuse a parameter change with that reason.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+import re
+from typing import Any, Mapping, Optional
+
+from lingbot_ros.model.config import ConfigError, PRESETS
+
+KEYFRAME_MODES = ('interval', 'flow')
+DTYPES = ('float32', 'bfloat16', 'float16')
+BACKENDS = ('auto', 'sdpa', 'flashinfer')
+_DEVICE = re.compile(r'^(auto|cpu|cuda(:\d+)?)$')
+
+# Fields that may change while a stream runs; they take effect from the next frame.
+RUNTIME_SAFE = frozenset({'keyframe_mode', 'keyframe_interval', 'flow_threshold_px',
+                          'max_keyframe_gap', 'with_depth', 'trajectory_length'})
+
+
+def _require(ok: bool, name: str, value: Any, allowed: str) -> None:
+    if not ok:
+        raise ConfigError(f'{name}={value!r} is invalid: expected {allowed}')
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+@dataclass(frozen=True)
+class StreamConfig:
+    """
+    How one camera stream is run; defaults are the reference demo's.
+
+    ``max_window_frames`` bounds the frames committed to one window (0: the model's
+    ``max_frame_num``); it is also the special-token capacity a cache is sized for.
+    ``trajectory_length`` bounds the in-memory trajectory ring kept for saving.
+    """
+
+    scale_frames: int = 8
+    sliding_window: int = 64
+    keyframe_mode: str = 'interval'
+    keyframe_interval: int = 1
+    flow_threshold_px: float = 3.0
+    max_keyframe_gap: int = 30
+    camera_iterations: int = 0      # 0: the model's configured number of refinements
+    with_depth: bool = True
+    image_size: int = 518           # width of the model grid for live frames (crop mode)
+    max_window_frames: int = 0
+    trajectory_length: int = 100_000
+
+    def validate(self) -> 'StreamConfig':
+        """Check every field once; return self so it chains."""
+        for name in ('scale_frames', 'sliding_window', 'keyframe_interval', 'max_keyframe_gap',
+                     'trajectory_length'):
+            value = getattr(self, name)
+            _require(_is_int(value) and value >= 1, name, value, 'an integer >= 1')
+        _require(self.keyframe_mode in KEYFRAME_MODES, 'keyframe_mode', self.keyframe_mode,
+                 f'one of {list(KEYFRAME_MODES)}')
+        thr = self.flow_threshold_px
+        _require(isinstance(thr, (int, float)) and not isinstance(thr, bool) and thr > 0
+                 and thr == thr and thr != float('inf'),
+                 'flow_threshold_px', thr, 'a finite number > 0 (pixels)')
+        _require(_is_int(self.camera_iterations) and self.camera_iterations >= 0,
+                 'camera_iterations', self.camera_iterations,
+                 'an integer >= 0 (0 = the model default)')
+        _require(isinstance(self.with_depth, bool), 'with_depth', self.with_depth, 'a bool')
+        _require(_is_int(self.image_size) and self.image_size >= 14 and self.image_size % 14 == 0,
+                 'image_size', self.image_size, 'a multiple of 14, >= 14')
+        mwf = self.max_window_frames
+        _require(_is_int(mwf) and (mwf == 0 or mwf > self.scale_frames), 'max_window_frames',
+                 mwf, f'0 (model limit) or an integer > scale_frames ({self.scale_frames})')
+        return self
+
+    def replace(self, **changes: Any) -> 'StreamConfig':
+        """Return a validated copy with ``changes`` applied."""
+        return dataclasses.replace(self, **changes).validate()
+
+    def restart_fields(self, other: 'StreamConfig') -> list[str]:
+        """Names of fields that differ from ``other`` and need a session reset."""
+        return [f.name for f in dataclasses.fields(self)
+                if f.name not in RUNTIME_SAFE and getattr(self, f.name) != getattr(other, f.name)]
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> 'StreamConfig':
+        """Build from a mapping; unknown keys are errors."""
+        return _from_dict(cls, data)
+
+
+@dataclass(frozen=True)
+class EngineConfig:
+    """
+    What to load and where to run it.
+
+    ``model_config`` (a JSON file: our own form or a parity fixture's ``config.json``)
+    wins over ``preset``. Without ``checkpoint`` the weights are random, drawn from
+    ``seed``. ``device='auto'`` picks CUDA when available.
+    """
+
+    checkpoint: Optional[str] = None
+    preset: str = 'tiny'
+    model_config: Optional[str] = None
+    device: str = 'auto'
+    dtype: str = 'float32'
+    attention_backend: str = 'auto'
+    seed: int = 0
+
+    def validate(self) -> 'EngineConfig':
+        """Check every field once; return self so it chains."""
+        _require(self.checkpoint is None or (isinstance(self.checkpoint, str)
+                                             and self.checkpoint != ''),
+                 'checkpoint', self.checkpoint, 'None or a file path')
+        _require(self.model_config is None or (isinstance(self.model_config, str)
+                                               and self.model_config != ''),
+                 'model_config', self.model_config, 'None or a JSON file path')
+        _require(self.preset in PRESETS, 'preset', self.preset, f'one of {sorted(PRESETS)}')
+        _require(isinstance(self.device, str) and bool(_DEVICE.match(self.device)), 'device',
+                 self.device, "'auto', 'cpu', 'cuda' or 'cuda:N'")
+        _require(self.dtype in DTYPES, 'dtype', self.dtype, f'one of {list(DTYPES)}')
+        _require(self.attention_backend in BACKENDS, 'attention_backend',
+                 self.attention_backend, f'one of {list(BACKENDS)}')
+        _require(_is_int(self.seed) and self.seed >= 0, 'seed', self.seed, 'an integer >= 0')
+        return self
+
+    def replace(self, **changes: Any) -> 'EngineConfig':
+        """Return a validated copy with ``changes`` applied."""
+        return dataclasses.replace(self, **changes).validate()
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> 'EngineConfig':
+        """Build from a mapping; unknown keys are errors."""
+        return _from_dict(cls, data)
+
+
+def _from_dict(kind, data: Mapping[str, Any]):
+    names = {f.name for f in dataclasses.fields(kind)}
+    unknown = sorted(set(data) - names)
+    if unknown:
+        raise ConfigError(f'{kind.__name__}: unknown keys {unknown}; allowed {sorted(names)}')
+    return kind(**dict(data)).validate()

@@ -1,0 +1,173 @@
+# Copyright 2026 The lingbot_ros Authors
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+The loaded model plus everything sessions share: device, dtype, cache back end.
+
+One engine serves any number of sessions (one per camera); each session owns its
+caches. Loading fails early with the path and the reason.
+"""
+
+from __future__ import annotations
+
+import inspect
+from pathlib import Path
+from typing import Any, Optional
+
+from lingbot_ros.model.config import ConfigError, ModelConfig
+from lingbot_ros.streaming.caches import CacheFactory, dense_cache_factory
+from lingbot_ros.streaming.config import EngineConfig, StreamConfig
+from lingbot_ros.streaming.session import Prepared, Session, SessionContext
+import numpy as np
+import torch
+
+_DTYPES = {'float32': torch.float32, 'bfloat16': torch.bfloat16, 'float16': torch.float16}
+
+
+class EngineError(RuntimeError):
+    """The engine cannot start: a missing file, a config/checkpoint mismatch, no device."""
+
+
+def _resolve_device(name: str) -> torch.device:
+    if name == 'auto':
+        return torch.device('cuda' if torch.cuda.is_available() else 'cpu')
+    device = torch.device(name)
+    if device.type == 'cuda' and not torch.cuda.is_available():
+        raise EngineError(f'device={name!r} is not available: no CUDA device visible')
+    return device
+
+
+def _resolve_backend(name: str, device: torch.device) -> str:
+    if name == 'sdpa':
+        return 'sdpa'
+    has_flashinfer = device.type == 'cuda' and _importable('flashinfer')
+    if name == 'flashinfer' and not has_flashinfer:
+        raise EngineError("attention_backend='flashinfer' needs a CUDA device and the "
+                          'flashinfer package')
+    return 'flashinfer' if has_flashinfer and name == 'flashinfer' else 'sdpa'
+
+
+def _importable(module: str) -> bool:
+    try:
+        __import__(module)
+    except ImportError:
+        return False
+    return True
+
+
+def _model_config(cfg: EngineConfig) -> ModelConfig:
+    if cfg.model_config is None:
+        return ModelConfig.preset(cfg.preset)
+    path = Path(cfg.model_config)
+    if not path.is_file():
+        raise EngineError(f'model config {path}: no such file')
+    return ModelConfig.load(path)
+
+
+def default_cache_factory(backend: str) -> CacheFactory:
+    """Pick the paged cache when the cache package provides one, else the dense one."""
+    try:
+        from lingbot_ros.cache import paged  # noqa: F401 (optional until it lands)
+    except ImportError:
+        return dense_cache_factory
+    factory = getattr(paged, 'session_cache_factory', None)
+    return factory if factory is not None else dense_cache_factory
+
+
+class Engine:
+    """A loaded model; ``Engine.load(cfg)`` then ``engine.new_session(name, stream_cfg)``."""
+
+    def __init__(self, model: Any, model_config: ModelConfig, device: torch.device,
+                 dtype: torch.dtype, backend: str, description: str,
+                 cache_factory: Optional[CacheFactory] = None) -> None:
+        self.model = model
+        self.model_config = model_config
+        self.device = device
+        self.dtype = dtype
+        self.backend = backend
+        self.description = description
+        self.cache_factory = cache_factory or default_cache_factory(backend)
+        self._sessions: dict = {}
+
+    @classmethod
+    def load(cls, cfg: EngineConfig) -> 'Engine':
+        """
+        Build the model from ``cfg``; raise :class:`EngineError` naming path and reason.
+
+        ``dtype`` other than float32 keeps the weights in float32 and runs the
+        aggregator under autocast in that dtype (heads in float32), as the reference.
+        """
+        from lingbot_ros.model.checkpoint import CheckpointError, load_model
+        cfg = cfg.validate()
+        try:
+            model_cfg = _model_config(cfg)
+        except ConfigError as exc:
+            raise EngineError(str(exc)) from exc
+        device = _resolve_device(cfg.device)
+        backend = _resolve_backend(cfg.attention_backend, device)
+        dtype = _DTYPES[cfg.dtype]
+        if cfg.checkpoint is not None and not Path(cfg.checkpoint).is_file():
+            raise EngineError(f'checkpoint {cfg.checkpoint}: no such file')
+        try:
+            model = load_model(model_cfg, cfg.checkpoint, device=device, dtype=torch.float32,
+                               seed=cfg.seed,
+                               autocast_dtype=None if dtype == torch.float32 else dtype)
+        except CheckpointError as exc:
+            raise EngineError(str(exc)) from exc
+        if cfg.checkpoint is None:
+            description = f'random weights (preset {cfg.preset}, seed {cfg.seed})' \
+                if cfg.model_config is None else \
+                f'random weights (model config {cfg.model_config}, seed {cfg.seed})'
+        else:
+            description = str(cfg.checkpoint)
+        return cls(model, model_cfg, device, dtype, backend, description)
+
+    def context(self) -> SessionContext:
+        """Bundle what sessions of this engine share."""
+        return SessionContext(model=_Runner(self.model), model_config=self.model_config,
+                              device=self.device, dtype=self.dtype, backend=self.backend,
+                              cache_factory=self.cache_factory, prepare=self._prepare)
+
+    def new_session(self, name: str, cfg: StreamConfig) -> Session:
+        """Open a new stream over this engine's model, with its own caches."""
+        return Session(self.context(), name, cfg)
+
+    def _prepare(self, image_rgb: np.ndarray, cfg: StreamConfig) -> Prepared:
+        from lingbot_ros.streaming import preprocess
+        tensor, transform = preprocess.prepare_frame(image_rgb, cfg.image_size, self.device)
+        return Prepared(image=tensor, model_to_input=transform.model_to_input_matrix(),
+                        input_hw=tuple(image_rgb.shape[:2]))
+
+
+class _Runner:
+    """Calls the model without autograd and with a per-session camera iteration count."""
+
+    def __init__(self, model: Any) -> None:
+        self.model = model
+        params = inspect.signature(model.forward).parameters
+        self._takes_iterations = 'camera_iterations' in params
+
+    def __call__(self, images: torch.Tensor, camera_iterations: int = 0, **kwargs: Any) -> Any:
+        with torch.no_grad():
+            if not camera_iterations:
+                return self.model(images, **kwargs)
+            if self._takes_iterations:
+                return self.model(images, camera_iterations=camera_iterations, **kwargs)
+            head = self.model.camera_head
+            saved = head.iterations
+            head.iterations = camera_iterations
+            try:
+                return self.model(images, **kwargs)
+            finally:
+                head.iterations = saved

@@ -1,0 +1,616 @@
+# Copyright 2026 The lingbot_ros Authors
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+One camera stream's state machine, as the reference's streaming inference runs it.
+
+Phases: the first ``scale_frames`` frames are buffered and run together in one call
+(they attend to each other); every later frame is one call. The 3D-RoPE time index of
+a call is the number of frames committed to the current window, so it advances only
+on committed frames (a non-keyframe shares its index with the next frame).
+
+Every call is a transaction over everything it changes (aggregator cache, camera-head
+cache, time index, counters): ``begin`` -> forward -> ``commit`` or ``rollback``. A
+keyframe known in advance (interval mode) begins without deferred eviction; a frame
+whose fate is decided after the forward (interval non-keyframes, every flow-mode
+frame) begins with eviction deferred, so a rollback leaves no trace anywhere,
+camera-head cache included. This equals the reference's paged back end.
+
+Windows bound memory and the RoPE table: before the time index would reach
+``max_window_frames`` (at most the model's ``max_frame_num``) the session opens a new
+window: fresh caches, the last ``scale_frames`` committed frames re-run as its scale
+frames, and a Sim(3) from that overlap (see :mod:`~lingbot_ros.streaming.windows`)
+maps the new window's poses and depths into the first window's frame.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field, replace
+import math
+import time
+from typing import Any, Callable, Deque, Optional, Sequence
+
+from lingbot_ros.cache.stats import CacheStats
+from lingbot_ros.model.config import ConfigError, ModelConfig, SPECIAL_TOKENS
+from lingbot_ros.streaming.caches import CacheFactory, CacheSpec, StreamCache
+from lingbot_ros.streaming.config import StreamConfig
+from lingbot_ros.streaming.keyframes import make_policy
+from lingbot_ros.streaming.result import FrameResult, FrameType
+from lingbot_ros.streaming.trajectory import (intrinsics_from_fov, invert_rigid,
+                                              matrix_to_pose_enc, pose_enc_to_matrix)
+from lingbot_ros.streaming.windows import align_overlap, Sim3
+import numpy as np
+import torch
+
+try:
+    from lingbot_ros.cache.overflow import CacheOverflow
+except ImportError:  # pragma: no cover - until the paged cache lands
+    class CacheOverflow(Exception):
+        """Stand-in: no cache raises it."""
+
+
+class FrameRejected(ValueError):
+    """A frame the model could not use (e.g. a non-finite output); the state is unchanged."""
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """One frame on the model grid: ``image [3, H, W]`` in [0, 1] on the model's device."""
+
+    image: torch.Tensor
+    model_to_input: np.ndarray  # 3x3: model-grid pixel coordinates -> input pixels
+    input_hw: tuple
+
+
+PrepareFn = Callable[[np.ndarray, StreamConfig], Prepared]
+
+
+@dataclass(frozen=True)
+class SessionContext:
+    """What an engine lends its sessions: the model and how to get caches and inputs."""
+
+    model: Callable[..., Any]
+    model_config: ModelConfig
+    device: torch.device
+    dtype: torch.dtype
+    backend: str
+    cache_factory: CacheFactory
+    prepare: Optional[PrepareFn] = None
+
+
+@dataclass
+class RunOutputs:
+    """
+    Fixture-format arrays of a whole run (``outputs.npz`` names) and per-call stats.
+
+    ``kv_stats`` holds one dict per model call, shaped like the fixtures'
+    ``kv_stats*.json`` steps.
+    """
+
+    arrays: dict
+    kv_stats: list
+    results: list
+
+
+@dataclass
+class _Kept:
+    """A committed frame remembered for seeding the next window."""
+
+    index: int
+    image: torch.Tensor
+    pose_map: np.ndarray
+    depth_map: Optional[np.ndarray]
+
+
+@dataclass
+class _Window:
+    index: int
+    agg: StreamCache
+    camera: StreamCache
+    sim3: Sim3 = field(default_factory=Sim3)
+    time: int = 0   # frames committed to this window = next RoPE time index
+    seen: int = 0   # frames run in this window (committed or not)
+    overlap: Deque[_Kept] = field(default_factory=deque)
+
+
+@dataclass
+class _Record:
+    """Host copy of one frame's outputs plus what the run arrays need."""
+
+    result: FrameResult
+    pose_enc_iters: np.ndarray
+    camera_tokens: np.ndarray
+    depth_conf: Optional[np.ndarray]
+    flow_px: float = math.nan
+
+
+def _host(t: Optional[torch.Tensor]) -> Optional[np.ndarray]:
+    return None if t is None else t.detach().float().cpu().numpy()
+
+
+class Session:
+    """
+    One stream: feed frames with :meth:`step` (live) or :meth:`run` (a whole array).
+
+    Thread-compatible, not thread-safe: one caller at a time. ``trajectory`` keeps the
+    last ``cfg.trajectory_length`` ``(stamp_ns, pose_c2w [4, 4])`` pairs.
+    """
+
+    def __init__(self, ctx: SessionContext, name: str, cfg: StreamConfig) -> None:
+        self.name = name
+        self._ctx = ctx
+        self._cfg = self._checked(cfg)
+        self._policy = make_policy(self._cfg)
+        self.trajectory: Deque = deque(maxlen=self._cfg.trajectory_length)
+        self.last_call_stats: list = []
+        self.reset()
+
+    # --- configuration ------------------------------------------------------------------
+
+    @property
+    def config(self) -> StreamConfig:
+        return self._cfg
+
+    def _checked(self, cfg: StreamConfig) -> StreamConfig:
+        cfg.validate()
+        max_frames = self._ctx.model_config.aggregator.max_frame_num
+        if cfg.scale_frames >= max_frames:
+            raise ConfigError(f'scale_frames={cfg.scale_frames} is invalid: expected < the '
+                              f"model's max_frame_num ({max_frames})")
+        if cfg.max_window_frames > max_frames:
+            raise ConfigError(f'max_window_frames={cfg.max_window_frames} is invalid: expected '
+                              f"0 or <= the model's max_frame_num ({max_frames})")
+        return cfg
+
+    @property
+    def window_limit(self) -> int:
+        """Most frames one window commits (bounds RoPE time and cache sizes)."""
+        max_frames = self._ctx.model_config.aggregator.max_frame_num
+        return min(max_frames, self._cfg.max_window_frames or max_frames)
+
+    def update(self, cfg: StreamConfig, reset: bool = False) -> None:
+        """
+        Apply a new configuration; runtime-safe fields take effect from the next frame.
+
+        Fields outside ``config.RUNTIME_SAFE`` change the caches or the scale phase:
+        they raise :class:`ConfigError` unless ``reset`` is true, which applies them
+        and resets the session.
+        """
+        cfg = self._checked(cfg)
+        needs_reset = cfg.restart_fields(self._cfg)
+        if needs_reset and not reset:
+            raise ConfigError(f'{", ".join(needs_reset)} cannot change while streaming: '
+                              'allowed only with reset=True')
+        self._cfg = cfg
+        self._policy = make_policy(cfg)
+        if self.trajectory.maxlen != cfg.trajectory_length:
+            self.trajectory = deque(self.trajectory, maxlen=cfg.trajectory_length)
+        if needs_reset:
+            self.reset()
+
+    # --- lifecycle ------------------------------------------------------------------------
+
+    def reset(self) -> None:
+        """Forget the stream: caches, buffers, counters, trajectory."""
+        self._buffer: list = []
+        self._window: Optional[_Window] = None
+        self._caches = None
+        self._input_hw: Optional[tuple] = None
+        self._model_hw: Optional[tuple] = None
+        self._index = 0               # frames seen by the session
+        self._stream_frames = 0       # frames after the scale phase
+        self._last_kf: Optional[tuple] = None  # (index, pose_map, K_model)
+        self._windows_opened = 0
+        self._keyframes = 0
+        self._rollbacks = 0
+        self._evictions = 0
+        self._overflows = 0
+        self._calls = 0
+        self.trajectory.clear()
+        self.last_call_stats = []
+
+    @property
+    def window_index(self) -> int:
+        return self._windows_opened
+
+    @property
+    def frames_seen(self) -> int:
+        return self._index
+
+    def stats(self) -> CacheStats:
+        """Report the current window's cache state and the session's lifetime counters."""
+        w = self._window
+        if w is not None and hasattr(w.agg, 'stats'):
+            base = w.agg.stats()
+        elif w is not None:
+            frames = w.agg.frames
+            scale = min(frames, self._cfg.scale_frames)
+            base = CacheStats(frames=frames, scale_pages=scale,
+                              live_pages=w.agg.patch_frames_resident - scale,
+                              special_tokens=frames * SPECIAL_TOKENS)
+        else:
+            base = CacheStats()
+        return replace(base, keyframes=self._keyframes, rollbacks=self._rollbacks,
+                       evictions=self._evictions,
+                       overflow_events=self._overflows + base.overflow_events,
+                       window_index=self._windows_opened)
+
+    # --- live entry point ---------------------------------------------------------------
+
+    def step(self, image_rgb: np.ndarray, stamp_ns: int) -> list:
+        """
+        Feed one ``[H, W, 3]`` uint8 RGB frame; return the frames completed by it.
+
+        ``[]`` while the scale frames are buffered, then all of their results at once,
+        then one result per frame. A frame of another size than the stream's first
+        raises ``ValueError`` and changes nothing (reset to change size).
+        """
+        if not isinstance(image_rgb, np.ndarray) or image_rgb.dtype != np.uint8 \
+                or image_rgb.ndim != 3 or image_rgb.shape[2] != 3:
+            desc = (f'{image_rgb.dtype} {image_rgb.shape}' if isinstance(image_rgb, np.ndarray)
+                    else type(image_rgb).__name__)
+            raise ValueError(f'expected an [H, W, 3] uint8 RGB array, got {desc}')
+        hw = tuple(image_rgb.shape[:2])
+        if self._input_hw is not None and hw != self._input_hw:
+            raise ValueError(f"frame size {hw[1]}x{hw[0]} differs from the stream's "
+                             f'{self._input_hw[1]}x{self._input_hw[0]}; reset the session '
+                             'to change size')
+        if self._ctx.prepare is None:
+            raise RuntimeError('this session has no frame preprocessing; use run()')
+        prepared = self._ctx.prepare(image_rgb, self._cfg)
+        return self._feed(prepared, int(stamp_ns), self._cfg.scale_frames)
+
+    # --- array entry point ----------------------------------------------------------------
+
+    def run(self, images: torch.Tensor, stamps: Optional[Sequence[int]] = None,
+            progress: Optional[Callable[[int], None]] = None) -> RunOutputs:
+        """
+        Run a whole ``[S, 3, H, W]`` stack in [0, 1] from a fresh state.
+
+        The scale phase takes ``min(scale_frames, S)`` frames, as the reference does.
+        ``stamps`` default to the frame index in nanoseconds. ``progress`` is called
+        with the number of frames done after every call.
+        """
+        if images.ndim != 4 or images.shape[1] != 3:
+            raise ValueError(f'expected images [S, 3, H, W], got {tuple(images.shape)}')
+        self.reset()
+        s = images.shape[0]
+        stamps = list(range(s)) if stamps is None else [int(x) for x in stamps]
+        if len(stamps) != s:
+            raise ValueError(f'{len(stamps)} stamps for {s} images')
+        hw = (int(images.shape[2]), int(images.shape[3]))
+        scale = min(self._cfg.scale_frames, s)
+        records, stats = [], []
+        for i in range(s):
+            prep = Prepared(image=images[i].to(self._ctx.device, torch.float32),
+                            model_to_input=np.eye(3), input_hw=hw)
+            records += self._feed(prep, stamps[i], scale, keep_records=True)
+            stats += self.last_call_stats
+            if progress is not None:
+                progress(len(records))
+        return RunOutputs(arrays=self._arrays(records), kv_stats=stats,
+                          results=[r.result for r in records])
+
+    # --- the state machine ------------------------------------------------------------
+
+    def _feed(self, prep: Prepared, stamp_ns: int, scale: int,
+              keep_records: bool = False) -> list:
+        model_hw = tuple(prep.image.shape[-2:])
+        if self._model_hw is not None and model_hw != self._model_hw:
+            raise ValueError(f"model grid {model_hw} differs from the stream's "
+                             f'{self._model_hw}; reset the session to change size')
+        self.last_call_stats = []
+        if self._window is None:
+            self._buffer.append((prep, stamp_ns))
+            self._input_hw, self._model_hw = tuple(prep.input_hw), model_hw
+            if len(self._buffer) < scale:
+                return []
+            records = self._run_scale()
+        else:
+            records = [self._run_stream(prep, stamp_ns)]
+        for rec in records:
+            self.trajectory.append((rec.result.stamp_ns, rec.result.pose_c2w))
+        return records if keep_records else [r.result for r in records]
+
+    def _caches_for(self, h: int, w: int) -> tuple:
+        """Create (once per size) the caches through the injected factory."""
+        mc = self._ctx.model_config
+        p = mc.patch_size
+        key = (h, w, self._cfg.scale_frames, self._cfg.sliding_window, self.window_limit)
+        if self._caches is None or self._caches[0] != key:
+            agg, cam = mc.aggregator, mc.camera_head
+            spec = CacheSpec(
+                special_tokens=SPECIAL_TOKENS, patches_per_frame=(h // p) * (w // p),
+                scale_frames=self._cfg.scale_frames, sliding_window=self._cfg.sliding_window,
+                max_frames=self.window_limit, global_layers=agg.depth,
+                global_heads=agg.num_heads, global_head_dim=agg.head_dim,
+                camera_layers=cam.trunk_depth * self._iterations(),
+                camera_heads=cam.num_heads, camera_head_dim=mc.head_width // cam.num_heads,
+                device=self._ctx.device, dtype=self._ctx.dtype, backend=self._ctx.backend)
+            self._caches = (key, *self._ctx.cache_factory(spec))
+        _, gc, cc = self._caches
+        gc.reset()
+        cc.reset()
+        return gc, cc
+
+    def _iterations(self) -> int:
+        return self._cfg.camera_iterations or self._ctx.model_config.camera_head.iterations
+
+    def _run_scale(self) -> list:
+        entries, self._buffer = self._buffer, []
+        images = torch.stack([p.image for p, _ in entries])
+        gc, cc = self._caches_for(*images.shape[-2:])
+        window = _Window(index=self._windows_opened, agg=gc, camera=cc,
+                         overlap=deque(maxlen=self._cfg.scale_frames))
+        self._window = window
+        try:
+            host, model_ms = self._forward(
+                window, images, first=True, scale=True, defer=False,
+                with_depth=self._cfg.with_depth, phase='scale',
+                frames=range(self._index, self._index + len(entries)))
+        except BaseException:
+            self._window = None
+            raise
+        self._finish(window, True)
+        records = []
+        for j, (prep, stamp) in enumerate(entries):
+            rec = self._record(host, j, prep, stamp, FrameType.SCALE, window, model_ms)
+            self._remember(window, prep, rec)
+            records.append(rec)
+        self._last_kf = (self._index - 1, records[-1].result.pose_c2w,
+                         records[-1].result.intrinsics_model)
+        return records
+
+    def _run_stream(self, prep: Prepared, stamp_ns: int) -> _Record:
+        t0 = time.perf_counter()
+        if self._window.time >= self.window_limit:
+            self._open_window()
+        window = self._window
+        first = self._stream_frames == 0
+        since = self._index - self._last_kf[0]
+        decision = self._policy.before(since, first)
+        needs_depth = self._cfg.with_depth or self._policy.needs_flow
+        for attempt in (0, 1):
+            try:
+                host, model_ms = self._forward(
+                    window, prep.image[None], first=False, scale=False,
+                    defer=decision is not True, with_depth=needs_depth, phase='stream',
+                    frames=[self._index], decided=decision)
+                break
+            except CacheOverflow:
+                # The cache refused the frame and changed nothing: open a window, retry once.
+                self._overflows += 1
+                if attempt:
+                    raise
+                self._open_window()
+                window = self._window
+        try:
+            ftype = FrameType.KEYFRAME if decision else FrameType.NON_KEYFRAME
+            rec = self._record(host, 0, prep, stamp_ns, ftype, window, model_ms)
+            if decision is None:
+                rec.flow_px = self._flow(rec)
+                decision = bool(self._policy.after(since, first, rec.flow_px))
+                if not decision:
+                    rec.result = replace(rec.result, frame_type=FrameType.NON_KEYFRAME)
+                else:
+                    rec.result = replace(rec.result, frame_type=FrameType.KEYFRAME)
+        except BaseException:
+            self._abort(window)
+            raise
+        self._finish(window, decision, flow_px=rec.flow_px)
+        self._stream_frames += 1
+        if decision:
+            self._keyframes += 1
+            self._remember(window, prep, rec)
+            self._last_kf = (self._index - 1, rec.result.pose_c2w, rec.result.intrinsics_model)
+        else:
+            self._rollbacks += 1
+        timings = dict(rec.result.timings_ms, step=(time.perf_counter() - t0) * 1e3)
+        rec.result = replace(rec.result, timings_ms=timings)
+        if not self._cfg.with_depth:
+            rec.result = replace(rec.result, depth=None, confidence=None, colors=None)
+            rec.depth_conf = None
+        return rec
+
+    def _open_window(self) -> None:
+        """Start a new window seeded with the last committed frames, aligned by Sim(3)."""
+        old = self._window
+        kept = list(old.overlap)
+        gc, cc = self._caches_for(*kept[0].image.shape[-2:])
+        window = _Window(index=old.index + 1, agg=gc, camera=cc,
+                         overlap=deque(kept, maxlen=self._cfg.scale_frames))
+        self._window = None  # a failure below restarts the stream with a scale phase
+        images = torch.stack([k.image for k in kept])
+        with_depth = all(k.depth_map is not None for k in kept)
+        host, _ = self._forward(window, images, first=True, scale=True, defer=False,
+                                with_depth=with_depth, phase='reseed',
+                                frames=[k.index for k in kept])
+        self._finish(window, True)
+        curr = pose_enc_to_matrix(host['pose_enc'])
+        depths = None if host['depth'] is None else list(host['depth'][..., 0])
+        window.sim3 = align_overlap([k.pose_map for k in kept], list(curr),
+                                    [k.depth_map for k in kept] if with_depth else None, depths)
+        self._window = window
+        self._windows_opened += 1
+
+    # --- one transaction ------------------------------------------------------------------
+
+    def _forward(self, window: _Window, images: torch.Tensor, *, first: bool, scale: bool,
+                 defer: bool, with_depth: bool, phase: str, frames: Sequence[int],
+                 decided: Optional[bool] = True) -> tuple:
+        """Begin, run the model and copy its outputs to the host; roll back on failure."""
+        n = int(images.shape[0])
+        window.agg.begin(n, defer_eviction=defer)
+        try:
+            window.camera.begin(n, defer_eviction=defer)
+        except BaseException:
+            window.agg.rollback()
+            raise
+        pre = self._kv_before(window, n, defer)
+        t0 = time.perf_counter()
+        try:
+            out = self._ctx.model(images, time_index=window.time, first_frame=first,
+                                  scale_frames=scale, global_cache=window.agg,
+                                  camera_cache=window.camera, with_depth=with_depth,
+                                  camera_iterations=self._cfg.camera_iterations)
+            host = {
+                'pose_enc': _host(out.pose_enc), 'pose_enc_iters': _host(out.pose_enc_iters),
+                'depth': _host(out.depth) if with_depth else None,
+                'depth_conf': _host(out.depth_conf) if with_depth else None,
+                'camera_tokens': _host(out.camera_tokens),
+            }
+            if not np.all(np.isfinite(host['pose_enc'])):
+                raise FrameRejected('the model returned a non-finite pose; frame dropped')
+        except BaseException:
+            self._abort(window)
+            raise
+        model_ms = (time.perf_counter() - t0) * 1e3
+        self._pending_stats = dict(
+            call_index=self._calls, window_index=window.index, frame_indices=list(frames),
+            phase=phase, is_keyframe=decided, rope_time_index_start=window.time, **pre)
+        return host, model_ms
+
+    def _abort(self, window: _Window) -> None:
+        window.agg.rollback()
+        window.camera.rollback()
+
+    def _finish(self, window: _Window, keep: bool, flow_px: float = math.nan) -> None:
+        """Commit (run the deferred eviction, advance time) or roll back the call."""
+        stats = self._pending_stats
+        n = stats.pop('_n')
+        if keep:
+            self._evictions += int(window.agg.commit() or 0)
+            window.camera.commit()
+            window.time += n
+        else:
+            window.agg.rollback()
+            window.camera.rollback()
+        window.seen += n
+        stats['is_keyframe'] = bool(keep)
+        if not math.isnan(flow_px):
+            stats['flow_magnitude'] = float(flow_px)
+            stats['decision'] = 'commit' if keep else 'rollback'
+        stats['after_forward'] = self._kv_after(window)
+        self._calls += 1
+        self.last_call_stats.append(stats)
+
+    # --- cache counters as the fixtures report them -------------------------------------
+
+    def _kv_before(self, window: _Window, n: int, defer: bool) -> dict:
+        """Keys the call attends to: derived from committed counters and the call's size."""
+        committed = window.agg.frames
+        resident = window.agg.patch_frames_resident
+        sc = self._cfg.scale_frames
+        scale_done = min(committed, sc)
+        pending_scale = min(n, max(sc - committed, 0))
+        window_vis = resident - scale_done + n - pending_scale
+        if not defer:
+            window_vis = min(window_vis, self._cfg.sliding_window)
+        patches = self._patches_per_frame()
+        tokens = SPECIAL_TOKENS * (committed + n) + patches * (scale_done + pending_scale
+                                                               + window_vis)
+        return {'agg_attended_kv_tokens_block0': [tokens],
+                'camera_attended_kv_frames_per_iter': [window.camera.frames + n]
+                * self._iterations(),
+                '_n': n}
+
+    def _kv_after(self, window: _Window) -> dict:
+        frames, resident = window.agg.frames, window.agg.patch_frames_resident
+        return {'total_frames_processed': window.time, 'patch_frames_resident': resident,
+                'special_frames_resident': frames,
+                'visible_kv_tokens': resident * self._patches_per_frame()
+                + frames * SPECIAL_TOKENS,
+                'camera_frame_idx': window.seen,
+                'camera_cache_frames': [window.camera.frames] * self._iterations()}
+
+    def _patches_per_frame(self) -> int:
+        p = self._ctx.model_config.patch_size
+        return (self._model_hw[0] // p) * (self._model_hw[1] // p)
+
+    # --- outputs --------------------------------------------------------------------------
+
+    def _record(self, host: dict, j: int, prep: Prepared, stamp_ns: int, ftype: FrameType,
+                window: _Window, model_ms: float) -> _Record:
+        """Build frame ``j`` of a call's host outputs, mapped into the session's frame."""
+        h, w = self._model_hw
+        raw = host['pose_enc'][j]
+        iters = host['pose_enc_iters'][j]
+        sim3 = window.sim3
+        if sim3.is_identity:
+            enc = raw.astype(np.float32)
+        else:
+            enc = matrix_to_pose_enc(sim3.apply_pose(pose_enc_to_matrix(raw)), raw[7:9])
+            iters = np.stack([matrix_to_pose_enc(sim3.apply_pose(pose_enc_to_matrix(e)), e[7:9])
+                              for e in iters])
+            enc = enc.astype(np.float32)
+        pose = pose_enc_to_matrix(enc)
+        k_model = intrinsics_from_fov(enc[7], enc[8], h, w)
+        depth = conf = colors = None
+        if host['depth'] is not None:
+            depth = (host['depth'][j, ..., 0] * sim3.scale).astype(np.float32)
+            conf = host['depth_conf'][j].astype(np.float32)
+            colors = (prep.image.detach().float().clamp(0, 1) * 255).round().to(torch.uint8)
+            colors = colors.permute(1, 2, 0).cpu().numpy()
+        result = FrameResult(
+            stamp_ns=stamp_ns, index=self._index, frame_type=ftype, pose_c2w=pose,
+            pose_enc=enc, intrinsics=np.asarray(prep.model_to_input, np.float64) @ k_model,
+            intrinsics_model=k_model, input_hw=tuple(prep.input_hw), model_hw=(h, w),
+            window_index=window.index, depth=depth, confidence=conf, colors=colors,
+            timings_ms={'model': model_ms})
+        self._index += 1
+        return _Record(result=result, pose_enc_iters=np.asarray(iters, np.float32),
+                       camera_tokens=host['camera_tokens'][j], depth_conf=conf)
+
+    def _remember(self, window: _Window, prep: Prepared, rec: _Record) -> None:
+        r = rec.result
+        window.overlap.append(_Kept(index=r.index, image=prep.image, pose_map=r.pose_c2w,
+                                    depth_map=r.depth))
+
+    def _flow(self, rec: _Record) -> float:
+        """Mean flow (model-grid pixels) of the frame's motion against the last keyframe."""
+        from lingbot_ros.streaming import flow
+        _, kf_pose, kf_k = self._last_kf
+        r = rec.result
+        if r.depth is None:
+            return math.inf
+        return float(flow.flow_magnitude(r.depth, r.intrinsics_model, r.pose_c2w,
+                                         kf_k, kf_pose))
+
+    def _arrays(self, records: list) -> dict:
+        if not records:
+            return {}
+        res = [r.result for r in records]
+        enc = np.stack([r.pose_enc for r in res]).astype(np.float32)
+        mats = pose_enc_to_matrix(enc)
+        h, w = res[0].model_hw
+        arrays = {
+            'pose_enc': enc,
+            'pose_enc_iters': np.stack([r.pose_enc_iters for r in records]).astype(np.float32),
+            'extrinsic_w2c': mats[:, :3, :4].astype(np.float32),
+            'extrinsic_c2w': invert_rigid(mats)[:, :3, :4].astype(np.float32),
+            'intrinsic': intrinsics_from_fov(enc[:, 7], enc[:, 8], h, w).astype(np.float32),
+        }
+        if all(r.depth is not None for r in res):
+            arrays['depth'] = np.stack([r.depth for r in res])[..., None]
+            arrays['depth_conf'] = np.stack([r.depth_conf for r in records])
+        arrays['debug_agg_camera_tokens'] = np.stack([r.camera_tokens for r in records])
+        arrays['frame_type'] = np.array([int(r.frame_type) for r in res], dtype=np.uint8)
+        arrays['is_keyframe'] = arrays['frame_type'] != FrameType.NON_KEYFRAME
+        flows = [r.flow_px for r in records]
+        if self._cfg.keyframe_mode == 'flow':
+            arrays['flow_magnitude'] = np.array(flows, dtype=np.float64)
+        if self._windows_opened:
+            arrays['window_index'] = np.array([r.window_index for r in res], dtype=np.int32)
+        return arrays
