@@ -1,0 +1,274 @@
+# Copyright 2026 The lingbot_ros Authors
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+One stream's paged KV cache: a drop-in for ``DenseStreamCache`` with bounded memory.
+
+Same visibility and transaction as the dense reference (``begin`` -> ``attend`` per
+layer -> ``commit`` or ``rollback``; ``reset``), but the keys and values live in a
+:class:`KVPool` allocated once. Bookkeeping runs once per call in ``begin``,
+``commit`` and ``rollback`` (never per layer): the slot allocator keeps the visible
+patch pages next to the special pages, so each layer's visible set is one contiguous
+run; page moves it asks for are copied for all layers at once.
+
+A call that would not fit raises :class:`CacheOverflow` from ``begin`` with the state
+unchanged; ``check`` answers the same question without raising. ``stats`` reads host
+counters only.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Optional, Union
+
+import torch
+
+from .backends import FlashInferPaged, paged_sdpa_run, resolve_backend, sdpa_run
+from .layout import StreamLayout
+from .overflow import CacheOverflow
+from .page_table import PageTable, Run
+from .pool import KVPool
+from .slots import SlotAllocator
+from .stats import CacheStats
+
+
+class PagedStreamCache:
+    """One stream's region of a pool, its page table and its transactions."""
+
+    def __init__(self, pool: KVPool, stream: int = 0, backend: str = 'auto') -> None:
+        self.pool = pool
+        self.stream = stream
+        self.layout: StreamLayout = pool.layouts[stream]
+        lay = self.layout
+        self.special_tokens = lay.special_tokens
+        self.scale_frames = lay.scale_frames
+        self.sliding_window = lay.sliding_window
+        self.page = pool.page_size
+        self.first_page = pool.first_page[stream]
+        self.special_page = self.first_page + lay.patch_pages   # patch slot 0 is just below
+        self.backend, self.backend_reason = resolve_backend(backend, pool.device, streams=1)
+        self.table = PageTable(1, lay.pages, self.page, pool.page_ids)
+        self._flashinfer: Optional[FlashInferPaged] = None
+        self._slots = SlotAllocator(lay.scale_frames, lay.sliding_window, lay.patch_pages)
+        self.overflow_events = 0
+        self.generation = 0           # bumps whenever the visible layout changes
+        self._planned = -1
+        self.reset()
+
+    @classmethod
+    def allocate(cls, layout: StreamLayout, layers: int, heads: int, head_dim: int,
+                 dtype: torch.dtype = torch.float32,
+                 device: Union[str, torch.device] = 'cpu',
+                 backend: str = 'auto') -> 'PagedStreamCache':
+        """Allocate a pool for this one stream and return its cache."""
+        return cls(KVPool([layout], layers, heads, head_dim, dtype, device), 0, backend)
+
+    # --- transaction -----------------------------------------------------------------
+
+    def reset(self) -> None:
+        """Forget every frame (the pool stays allocated; overflow_events is kept)."""
+        self._slots.reset()
+        self._pending = 0
+        self._defer = False
+        self.evictions = 0
+        self.rollbacks = 0
+        self.generation += 1
+
+    def check(self, num_frames: int, defer_eviction: bool = False) -> Optional[CacheOverflow]:
+        """Return the overflow ``begin`` would raise for this call, or None (changes nothing)."""
+        if num_frames < 1:
+            raise ValueError(f'num_frames={num_frames!r} is not allowed: >= 1')
+        lay = self.layout
+        frames = self._slots.frames
+        need = (frames + num_frames) * lay.special_tokens
+        have = lay.special_pages * self.page
+        if need > have:
+            return CacheOverflow('special', need, have, 'tokens', frames)
+        if lay.patch_tokens:
+            need = self._slots.needed(num_frames, defer_eviction)
+            if need > lay.patch_pages:
+                return CacheOverflow('patch', need, lay.patch_pages, 'pages', frames)
+        return None
+
+    def begin(self, num_frames: int, defer_eviction: bool = False) -> None:
+        """Open a call of ``num_frames`` frames; raise CacheOverflow if it cannot fit."""
+        if self._pending:
+            raise RuntimeError('begin() while a call is pending: commit or roll back first')
+        event = self.check(num_frames, defer_eviction)
+        if event is not None:
+            self.overflow_events += 1
+            raise event
+        if self.layout.patch_tokens:
+            self._move(self._slots.begin(num_frames, defer_eviction))
+        self._pending = num_frames
+        self._defer = defer_eviction
+        self.generation += 1
+
+    def commit(self) -> int:
+        """Keep the open call; run the (deferred) eviction. Return frames evicted."""
+        self._require_open()
+        if self.layout.patch_tokens:
+            moves, evicted = self._slots.commit()
+            self._move(moves)
+        else:
+            self._slots.frames += self._pending
+            evicted = 0
+        self._pending = 0
+        self.evictions += evicted
+        self.generation += 1
+        return evicted
+
+    def rollback(self) -> None:
+        """Drop the open call: no trace remains (hidden window frames come back)."""
+        self._require_open()
+        if self.layout.patch_tokens:
+            self._move(self._slots.rollback())
+        self._pending = 0
+        self.rollbacks += 1
+        self.generation += 1
+
+    def _require_open(self) -> None:
+        if not self._pending:
+            raise RuntimeError('commit()/rollback() without begin()')
+
+    def _move(self, moves: list) -> None:
+        for src, dst in moves:
+            self.pool.move_pages(self.special_page - 1 - src, self.special_page - 1 - dst)
+
+    # --- counters ----------------------------------------------------------------------
+
+    @property
+    def frames(self) -> int:
+        """Count committed frames: the temporal extent, evicted ones included."""
+        return self._slots.frames
+
+    @property
+    def pending_frames(self) -> int:
+        """Frames of the open call (0 when none is open)."""
+        return self._pending
+
+    @property
+    def patch_frames_resident(self) -> int:
+        """Count committed frames whose patch tokens are still visible."""
+        if not self.layout.patch_tokens:
+            return min(self._slots.frames, self.scale_frames)
+        return self._slots.resident
+
+    def stats(self) -> CacheStats:
+        """Counters as plain numbers (host only; ``window_index`` is the session's)."""
+        lay = self.layout
+        frames = self._slots.frames
+        scale = min(frames, lay.scale_frames) if lay.patch_tokens else 0
+        run = self._slots.run
+        pending_pages = run - self._slots.resident + (
+            len(self._slots.pending.hidden) if self._slots.pending else 0)
+        special = frames * lay.special_tokens
+        used_tokens = self._slots.used * lay.patch_tokens + (
+            (frames + self._pending) * lay.special_tokens)
+        return CacheStats(
+            frames=frames, keyframes=max(0, frames - lay.scale_frames),
+            rollbacks=self.rollbacks, evictions=self.evictions,
+            scale_pages=scale, live_pages=self._slots.resident - scale,
+            free_pages=lay.patch_pages - self._slots.used, pending_pages=pending_pages,
+            special_tokens=special, special_pages=math.ceil(special / self.page),
+            bytes_used=used_tokens * self.pool.token_bytes,
+            bytes_reserved=lay.pages * self.page * self.pool.token_bytes,
+            overflow_events=self.overflow_events)
+
+    # --- the visible run -------------------------------------------------------------
+
+    def visible_tokens(self) -> tuple[int, int]:
+        """Token range [start, end) of the visible run in a layer's flat pool view."""
+        special = (self._slots.frames + self._pending) * self.special_tokens
+        start = (self.special_page - self._slots.run) * self.page
+        return start, self.special_page * self.page + special
+
+    def visible_run(self) -> Run:
+        """Return the visible run as pages (what the page table holds)."""
+        start, end = self.visible_tokens()
+        count = math.ceil((end - start) / self.page)
+        last = end - start - (count - 1) * self.page if count else self.page
+        return Run(start // self.page, count, last, 0)
+
+    # --- attention -----------------------------------------------------------------------
+
+    def _write(self, layer: int, k: torch.Tensor, v: torch.Tensor) -> None:
+        """Store the open call's keys and values for ``layer`` ([1, H, N, D])."""
+        n = self._pending
+        if n == 0:
+            raise RuntimeError('attend() outside begin()/commit()')
+        b, h, tokens, d = k.shape
+        lay = self.layout
+        if b != 1 or h != self.pool.heads or d != self.pool.head_dim \
+                or tokens != n * lay.tokens_per_frame:
+            raise ValueError(
+                f'k shape={tuple(k.shape)} is not allowed: [1, {self.pool.heads}, '
+                f'{n} * {lay.tokens_per_frame}, {self.pool.head_dim}]')
+        s = lay.special_tokens
+        k_flat, v_flat = self.pool.flat(layer)
+        start = self.special_page * self.page + self._slots.frames * s
+        for src, dst in ((k, k_flat), (v, v_flat)):
+            per_frame = src[0].unflatten(1, (n, lay.tokens_per_frame))   # [H, n, T, D]
+            if s:
+                dst[start:start + n * s].view(n, s, h, d).copy_(
+                    per_frame[:, :, :s].permute(1, 2, 0, 3))
+            if lay.patch_tokens:
+                pages = dst.view(-1, self.page, h, d)
+                for i0, count, page in self._patch_blocks():
+                    pages[page:page + count].copy_(
+                        per_frame[:, i0:i0 + count, s:].permute(1, 2, 0, 3))
+
+    def _patch_blocks(self) -> list[tuple[int, int, int]]:
+        """(first call frame, frames, first page) for runs of stored call frames."""
+        blocks: list[tuple[int, int, int]] = []
+        for i, slot in enumerate(self._slots.pending.slots):
+            if slot is None:
+                continue
+            page = self.special_page - 1 - slot
+            if blocks and blocks[-1][0] + blocks[-1][1] == i and \
+                    blocks[-1][2] + blocks[-1][1] == page:
+                i0, count, first = blocks[-1]
+                blocks[-1] = (i0, count + 1, first)
+            else:
+                blocks.append((i, 1, page))
+        return blocks
+
+    def _plan(self, queries: int) -> None:
+        if self._planned == self.generation:
+            return
+        run = self.visible_run()
+        self.table.update([run._replace(queries=queries)])
+        if self.backend == 'flashinfer':
+            if self._flashinfer is None:
+                self._flashinfer = FlashInferPaged(self.pool.device)
+            self._flashinfer.plan(self.table, self.pool.heads, self.pool.head_dim,
+                                  self.pool.dtype, self.pool.dtype)
+        self._planned = self.generation
+
+    def attend_cached(self, layer: int, q: torch.Tensor) -> torch.Tensor:
+        """Attention of ``q`` over the visible run (after ``_write``), by the backend."""
+        if self.backend == 'sdpa':
+            start, end = self.visible_tokens()
+            k_flat, v_flat = self.pool.flat(layer)
+            return sdpa_run(q, k_flat[start:end], v_flat[start:end])
+        self._plan(q.shape[2])
+        if self.backend == 'flashinfer':
+            return self._flashinfer.run(q, self.pool.k[layer], self.pool.v[layer])
+        return paged_sdpa_run(q, self.pool.k[layer], self.pool.v[layer], self.table)
+
+    def attend(self, layer: int, q: torch.Tensor, k: torch.Tensor,
+               v: torch.Tensor) -> torch.Tensor:
+        """Store the call's k, v for ``layer`` and attend over the visible set."""
+        self._write(layer, k, v)
+        return self.attend_cached(layer, q)
