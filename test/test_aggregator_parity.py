@@ -17,14 +17,13 @@
 import json
 from pathlib import Path
 
+from lingbot_ros.cache.dense import DenseStreamCache
+from lingbot_ros.model.aggregator import Aggregator
+from lingbot_ros.model.config import ModelConfig, SPECIAL_TOKENS
 import numpy as np
 import pytest
 from safetensors.numpy import load_file
 import torch
-
-from lingbot_ros.cache.dense import DenseStreamCache
-from lingbot_ros.model.aggregator import Aggregator
-from lingbot_ros.model.config import ModelConfig, SPECIAL_TOKENS
 
 DATA = Path(__file__).resolve().parent / 'data' / 'parity' / 'basic'
 ATOL, RTOL = 1e-5, 1e-4

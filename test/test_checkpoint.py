@@ -16,13 +16,12 @@
 
 import collections
 
-import pytest
-from safetensors.torch import save_file
-import torch
-
 from lingbot_ros.model.checkpoint import (CheckpointError, load_model, random_init,
                                           read_state_dict)
 from lingbot_ros.model.config import ModelConfig
+import pytest
+from safetensors.torch import save_file
+import torch
 
 CFG = ModelConfig.preset('tiny')
 

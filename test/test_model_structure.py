@@ -17,13 +17,12 @@
 import json
 from pathlib import Path
 
-import pytest
-from safetensors import safe_open
-import torch
-
 from lingbot_ros.model.checkpoint import load_model
 from lingbot_ros.model.config import ModelConfig
 from lingbot_ros.model.network import LingBotMap
+import pytest
+from safetensors import safe_open
+import torch
 
 ROOT = Path(__file__).resolve().parents[1]
 MANIFEST = ROOT / 'test' / 'data' / 'state_dict_manifest.json'
@@ -62,8 +61,8 @@ def tiny():
 
 
 def _call(model, images, **kw):
-    args = dict(time_index=0, first_frame=True, scale_frames=True, global_cache=None,
-                camera_cache=None)
+    args = {'time_index': 0, 'first_frame': True, 'scale_frames': True, 'global_cache': None,
+            'camera_cache': None}
     args.update(kw)
     with torch.no_grad():
         return model(images, **args)
