@@ -1,0 +1,151 @@
+# Copyright 2026 The lingbot_ros Authors
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+Per-camera counters and bounded windows for rates and latency percentiles.
+
+Written by the subscription callback (received, rejected at conversion) and by the
+worker (processed, rejected by the model, step times); read by the diagnostics
+timer. Plain ints and deques: each writer owns its fields, readers take snapshots.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, deque
+import time
+from typing import Deque, Optional
+
+import numpy as np
+
+
+class Window:
+    """The last ``size`` samples of a quantity (bounded, so hours of streaming cost nothing)."""
+
+    def __init__(self, size: int) -> None:
+        self._values: Deque[float] = deque(maxlen=max(2, int(size)))
+
+    def add(self, value: float) -> None:
+        self._values.append(float(value))
+
+    def resize(self, size: int) -> None:
+        if self._values.maxlen != max(2, int(size)):
+            self._values = deque(self._values, maxlen=max(2, int(size)))
+
+    def percentile(self, q: float) -> Optional[float]:
+        values = list(self._values)
+        return float(np.percentile(values, q)) if values else None
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+
+class RateMeter:
+    """Events per second over the last ``size`` event times (monotonic clock)."""
+
+    def __init__(self, size: int) -> None:
+        self._times: Deque[float] = deque(maxlen=max(2, int(size)))
+
+    def tick(self, now: Optional[float] = None) -> None:
+        self._times.append(time.monotonic() if now is None else now)
+
+    def resize(self, size: int) -> None:
+        if self._times.maxlen != max(2, int(size)):
+            self._times = deque(self._times, maxlen=max(2, int(size)))
+
+    def rate(self, now: Optional[float] = None) -> float:
+        """Return events per second; decays to 0 once events stop arriving."""
+        times = list(self._times)
+        if len(times) < 2:
+            return 0.0
+        now = time.monotonic() if now is None else now
+        span = max(times[-1] - times[0], now - times[-1], 1e-9)
+        if now - times[-1] > 2 * (times[-1] - times[0]) / (len(times) - 1) + 1.0:
+            span = now - times[0]  # stalled: stretch the window to now
+        return (len(times) - 1) / span
+
+
+class CameraCounters:
+    """What one camera stream has seen; the numbers /diagnostics reports."""
+
+    def __init__(self, window: int) -> None:
+        self.received = 0
+        self.processed = 0
+        self.dropped = 0
+        self.rejected: Counter = Counter()  # reason -> count
+        self.stamp_resets = 0
+        self.session_resets = 0
+        self.buffered = 0
+        self.first_received: Optional[float] = None
+        self.last_received: Optional[float] = None
+        self.last_stepped: Optional[float] = None
+        self.last_processed: Optional[float] = None
+        self.input_rate = RateMeter(window)
+        self.processed_rate = RateMeter(window)
+        self.step_ms = Window(window)
+        self.model_ms = Window(window)
+        self.latency_ms = Window(window)
+        self.outcomes: Deque[bool] = deque(maxlen=max(2, window))  # True: dropped
+
+    def resize(self, window: int) -> None:
+        for meter in (self.input_rate, self.processed_rate, self.step_ms, self.model_ms,
+                      self.latency_ms):
+            meter.resize(window)
+        if self.outcomes.maxlen != max(2, window):
+            self.outcomes = deque(self.outcomes, maxlen=max(2, window))
+
+    def on_received(self, now: float) -> None:
+        self.received += 1
+        if self.first_received is None:
+            self.first_received = now
+        self.last_received = now
+        self.input_rate.tick(now)
+
+    def on_dropped(self) -> None:
+        self.dropped += 1
+        self.outcomes.append(True)
+
+    def on_rejected(self, reason: str) -> None:
+        self.rejected[reason] += 1
+
+    def on_stepped(self, now: float, step_ms: float) -> None:
+        self.last_stepped = now
+        self.step_ms.add(step_ms)
+
+    def on_processed(self, now: float, latency_ms: Optional[float],
+                     model_ms: Optional[float]) -> None:
+        self.processed += 1
+        self.last_processed = now
+        self.processed_rate.tick(now)
+        self.outcomes.append(False)
+        if latency_ms is not None:
+            self.latency_ms.add(latency_ms)
+        if model_ms is not None:
+            self.model_ms.add(model_ms)
+
+    @property
+    def rejected_total(self) -> int:
+        return sum(self.rejected.values())
+
+    def drop_rate(self) -> float:
+        """Fraction of recent frames that were dropped (newest-wins queue overflow)."""
+        outcomes = list(self.outcomes)
+        return sum(outcomes) / len(outcomes) if outcomes else 0.0
+
+    def stalled_for(self, now: float, horizon_s: float) -> Optional[float]:
+        """Seconds without a completed step while input keeps arriving; None when fine."""
+        if self.last_received is None or now - self.last_received > horizon_s:
+            return None  # no recent input: quiet, not stalled
+        since = self.last_stepped if self.last_stepped is not None else self.first_received
+        idle = now - since
+        return idle if idle > horizon_s else None

@@ -1,0 +1,171 @@
+# Copyright 2026 The lingbot_ros Authors
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+The /diagnostics array: one node status and one status per camera, stable names.
+
+Levels follow what an operator must act on: WARN for random weights, backend
+fallbacks, a drop rate or KV pool use above the thresholds, or a session reset by
+the stream itself; ERROR when input arrives but no frame was processed for
+``stall_error_s`` (or the node failed to configure). Values are strings, as the
+message defines them; numbers keep a fixed format so dashboards can parse them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+import time
+from typing import Optional
+
+from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
+from lingbot_ros.ros.params import DiagParams
+from lingbot_ros.ros.worker import CameraStream
+
+OK, WARN, ERROR = DiagnosticStatus.OK, DiagnosticStatus.WARN, DiagnosticStatus.ERROR
+NODE_STATUS = 'lingbot_ros: node'
+CAMERA_STATUS = 'lingbot_ros: camera {}'
+MB = 1024.0 * 1024.0
+
+
+@dataclass
+class NodeInfo:
+    """What the node status reports besides the cameras."""
+
+    hardware_id: str
+    state: str = 'unconfigured'
+    model: str = 'not loaded'
+    random_weights: bool = False
+    device: str = ''
+    dtype: str = ''
+    backend: str = ''
+    fallbacks: list = field(default_factory=list)
+    missing: list = field(default_factory=list)
+    converter: str = ''
+    error: str = ''
+
+
+def _ms(value: Optional[float]) -> str:
+    return 'n/a' if value is None else f'{value:.1f}'
+
+
+def _kv(pairs: list) -> list:
+    return [KeyValue(key=k, value=str(v)) for k, v in pairs]
+
+
+def gpu_memory() -> str:
+    """Return allocated / reserved CUDA memory in MB, or why there is none."""
+    try:
+        import torch
+        if not torch.cuda.is_available():
+            return 'n/a (no CUDA device)'
+        return (f'{torch.cuda.memory_allocated() / MB:.1f} MB allocated, '
+                f'{torch.cuda.memory_reserved() / MB:.1f} MB reserved')
+    except Exception as exc:  # noqa: BLE001 (diagnostics must not fail)
+        return f'n/a ({exc})'
+
+
+def node_status(info: NodeInfo, cameras: list) -> DiagnosticStatus:
+    """Summarise the model, the device and what is missing; level says what to act on."""
+    level, problems = OK, []
+    if info.error:
+        level, problems = ERROR, [info.error]
+    else:
+        if info.random_weights:
+            level = WARN
+            problems.append('random weights: outputs are meaningless (set checkpoint)')
+        if info.fallbacks:
+            level = WARN
+            problems.extend(info.fallbacks)
+    message = '; '.join(problems) if problems else f'{info.state}, {len(cameras)} camera(s)'
+    values = [('state', info.state), ('model', info.model),
+              ('random_weights', info.random_weights), ('device', info.device),
+              ('dtype', info.dtype), ('attention_backend', info.backend),
+              ('gpu_memory', gpu_memory()),
+              ('missing_optional', ', '.join(info.missing) or 'none'),
+              ('image_conversion', info.converter),
+              ('fallbacks', '; '.join(info.fallbacks) or 'none'),
+              ('cameras', ', '.join(c.name for c in cameras))]
+    return DiagnosticStatus(level=level, name=NODE_STATUS, message=message,
+                            hardware_id=info.hardware_id, values=_kv(values))
+
+
+def camera_status(cam: CameraStream, info: NodeInfo, diag: DiagParams,
+                  now: float) -> DiagnosticStatus:
+    """Report one camera's counters, cache statistics, rates and latencies."""
+    c, s = cam.counters, cam.cache_stats
+    pool = s.scale_pages + s.live_pages + s.pending_pages
+    pool_total = pool + s.free_pages
+    pool_use = pool / pool_total if pool_total else 0.0
+    drop_rate = c.drop_rate()
+    level, problems = OK, []
+    stalled = c.stalled_for(now, diag.stall_error_s)
+    if stalled is not None:
+        level = ERROR
+        problems.append(f'input arriving but no frame processed for {stalled:.1f} s')
+    if drop_rate > diag.drop_rate_warn:
+        level = max(level, WARN)
+        problems.append(f'drop rate {drop_rate:.0%} above {diag.drop_rate_warn:.0%}')
+    if pool_total and pool_use > diag.pool_use_warn:
+        level = max(level, WARN)
+        problems.append(f'KV pool use {pool_use:.0%} above {diag.pool_use_warn:.0%}')
+    if c.received == 0:
+        message = f'waiting for images on {cam.topic}'
+    elif problems:
+        message = '; '.join(problems)
+    elif c.buffered and not c.processed:
+        message = f'buffering scale frames ({c.buffered})'
+    else:
+        message = f'tracking, {c.processed} frames processed'
+    values = [
+        ('topic', cam.topic), ('frame_id', cam.frame_id),
+        ('frames_received', c.received), ('frames_processed', c.processed),
+        ('frames_dropped', c.dropped), ('frames_rejected', c.rejected_total),
+        ('frames_buffered', c.buffered),
+    ]
+    values += [(f'rejected_{k}', v) for k, v in sorted(c.rejected.items())]
+    values += [
+        ('stamp_resets', c.stamp_resets), ('session_resets', c.session_resets),
+        ('keyframes', s.keyframes), ('rollbacks', s.rollbacks), ('evictions', s.evictions),
+        ('scale_pages', s.scale_pages), ('live_pages', s.live_pages),
+        ('free_pages', s.free_pages), ('special_tokens', s.special_tokens),
+        ('special_pages', s.special_pages),
+        ('kv_used_mb', f'{s.bytes_used / MB:.2f}'),
+        ('kv_reserved_mb', f'{s.bytes_reserved / MB:.2f}'),
+        ('pool_use', f'{pool_use:.3f}'), ('overflow_events', s.overflow_events),
+        ('window_index', s.window_index),
+        ('input_rate_hz', f'{c.input_rate.rate(now):.2f}'),
+        ('processed_rate_hz', f'{c.processed_rate.rate(now):.2f}'),
+        ('drop_rate', f'{drop_rate:.3f}'),
+        ('step_ms_p50', _ms(c.step_ms.percentile(50))),
+        ('step_ms_p99', _ms(c.step_ms.percentile(99))),
+        ('model_ms_p50', _ms(c.model_ms.percentile(50))),
+        ('model_ms_p99', _ms(c.model_ms.percentile(99))),
+        ('latency_ms_p50', _ms(c.latency_ms.percentile(50))),
+        ('latency_ms_p99', _ms(c.latency_ms.percentile(99))),
+        ('backend', info.backend), ('dtype', info.dtype), ('device', info.device),
+    ]
+    return DiagnosticStatus(level=level,
+                            name=CAMERA_STATUS.format(cam.name), message=message,
+                            hardware_id=info.hardware_id, values=_kv(values))
+
+
+def build(info: NodeInfo, cameras: list, diag: DiagParams, stamp,
+          now: Optional[float] = None) -> DiagnosticArray:
+    """Assemble the array published on /diagnostics."""
+    now = time.monotonic() if now is None else now
+    msg = DiagnosticArray()
+    msg.header.stamp = stamp
+    msg.status = [node_status(info, cameras)] + [camera_status(c, info, diag, now)
+                                                 for c in cameras]
+    return msg

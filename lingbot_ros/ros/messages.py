@@ -1,0 +1,173 @@
+# Copyright 2026 The lingbot_ros Authors
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+FrameResult to ROS messages: pose, odometry, depth, points, camera info, transform.
+
+Pure functions, no node: every message carries the input image's stamp. Poses are
+of the camera's optical frame (REP-103 optical axes: x right, y down, z forward) in
+the map frame; with the ``rep103`` map convention the map is x forward, y left, z up
+at the first camera pose, otherwise it is the first camera's optical frame.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from builtin_interfaces.msg import Time
+from geometry_msgs.msg import Pose, PoseStamped, TransformStamped
+from lingbot_ros.streaming.result import FrameResult
+from lingbot_ros.streaming.trajectory import matrix_to_quat
+from nav_msgs.msg import Odometry
+import numpy as np
+from sensor_msgs.msg import CameraInfo, Image, PointCloud2, PointField
+from std_msgs.msg import Header
+
+# optical (x right, y down, z forward) -> REP-103 body (x forward, y left, z up)
+OPTICAL_TO_REP103 = np.array([[0.0, 0.0, 1.0, 0.0],
+                              [-1.0, 0.0, 0.0, 0.0],
+                              [0.0, -1.0, 0.0, 0.0],
+                              [0.0, 0.0, 0.0, 1.0]])
+
+
+def stamp_msg(stamp_ns: int) -> Time:
+    """Nanoseconds to builtin_interfaces/Time."""
+    return Time(sec=int(stamp_ns // 1_000_000_000), nanosec=int(stamp_ns % 1_000_000_000))
+
+
+def stamp_ns(stamp: Time) -> int:
+    """Return builtin_interfaces/Time as integer nanoseconds."""
+    return int(stamp.sec) * 1_000_000_000 + int(stamp.nanosec)
+
+
+def map_pose(result: FrameResult, convention: str) -> np.ndarray:
+    """Camera (optical) to map, 4x4, in the configured map convention."""
+    pose = np.asarray(result.pose_c2w, dtype=np.float64)
+    return OPTICAL_TO_REP103 @ pose if convention == 'rep103' else pose
+
+
+def is_finite(result: FrameResult) -> bool:
+    """Return True when the pose and intrinsics are usable numbers."""
+    return bool(np.isfinite(result.pose_c2w).all() and np.isfinite(result.intrinsics).all())
+
+
+def _pose(matrix: np.ndarray) -> Pose:
+    q = matrix_to_quat(matrix[:3, :3])
+    p = Pose()
+    p.position.x, p.position.y, p.position.z = (float(v) for v in matrix[:3, 3])
+    p.orientation.x, p.orientation.y, p.orientation.z, p.orientation.w = (float(v) for v in q)
+    return p
+
+
+def pose_stamped(matrix: np.ndarray, stamp: int, frame: str) -> PoseStamped:
+    """Build PoseStamped of the camera in ``frame``."""
+    return PoseStamped(header=Header(stamp=stamp_msg(stamp), frame_id=frame), pose=_pose(matrix))
+
+
+def odometry(matrix: np.ndarray, stamp: int, frame: str, child: str,
+             previous: Optional[tuple[int, np.ndarray]] = None) -> Odometry:
+    """Build Odometry; twist (in the child frame) by finite difference when known."""
+    msg = Odometry(header=Header(stamp=stamp_msg(stamp), frame_id=frame), child_frame_id=child)
+    msg.pose.pose = _pose(matrix)
+    if previous is not None and stamp > previous[0]:
+        dt = (stamp - previous[0]) * 1e-9
+        rel = np.linalg.inv(previous[1]) @ matrix  # motion in the previous camera frame
+        lin = rel[:3, 3] / dt
+        r = rel[:3, :3]
+        angle = np.arccos(np.clip((np.trace(r) - 1) / 2, -1.0, 1.0))
+        axis = np.array([r[2, 1] - r[1, 2], r[0, 2] - r[2, 0], r[1, 0] - r[0, 1]])
+        norm = np.linalg.norm(axis)
+        ang = axis / norm * angle / dt if norm > 1e-12 else np.zeros(3)
+        t = msg.twist.twist
+        t.linear.x, t.linear.y, t.linear.z = (float(v) for v in lin)
+        t.angular.x, t.angular.y, t.angular.z = (float(v) for v in ang)
+    return msg
+
+
+def transform(matrix: np.ndarray, stamp: int, frame: str, child: str) -> TransformStamped:
+    """Build the map -> camera TransformStamped (for tf2_ros)."""
+    msg = TransformStamped(header=Header(stamp=stamp_msg(stamp), frame_id=frame),
+                           child_frame_id=child)
+    pose = _pose(matrix)
+    tr = msg.transform
+    tr.translation.x, tr.translation.y, tr.translation.z = (
+        pose.position.x, pose.position.y, pose.position.z)
+    tr.rotation = pose.orientation
+    return msg
+
+
+def camera_info(result: FrameResult, frame: str) -> CameraInfo:
+    """Build the model's pinhole intrinsics at the input resolution (no distortion)."""
+    k = np.asarray(result.intrinsics, dtype=np.float64)
+    h, w = result.input_hw
+    msg = CameraInfo(header=Header(stamp=stamp_msg(result.stamp_ns), frame_id=frame),
+                     height=int(h), width=int(w), distortion_model='plumb_bob')
+    msg.d = [0.0] * 5
+    msg.k = [float(v) for v in k.reshape(-1)]
+    msg.r = [1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 1.0]
+    p = np.zeros((3, 4))
+    p[:3, :3] = k
+    msg.p = [float(v) for v in p.reshape(-1)]
+    return msg
+
+
+def depth_image(result: FrameResult, frame: str) -> Optional[Image]:
+    """Build a 32FC1 depth on the model grid (model units); None without depth."""
+    if result.depth is None:
+        return None
+    depth = np.ascontiguousarray(result.depth, dtype=np.float32)
+    h, w = depth.shape
+    msg = Image(header=Header(stamp=stamp_msg(result.stamp_ns), frame_id=frame), height=h,
+                width=w, encoding='32FC1', is_bigendian=int(not np.little_endian),
+                step=w * 4)
+    msg.data = depth.tobytes()
+    return msg
+
+
+_POINT_FIELDS = [PointField(name='x', offset=0, datatype=PointField.FLOAT32, count=1),
+                 PointField(name='y', offset=4, datatype=PointField.FLOAT32, count=1),
+                 PointField(name='z', offset=8, datatype=PointField.FLOAT32, count=1),
+                 PointField(name='rgb', offset=12, datatype=PointField.FLOAT32, count=1)]
+
+
+def point_cloud(result: FrameResult, pose_map: np.ndarray, frame: str, decimation: int,
+                min_confidence: float, percentile: float) -> Optional[PointCloud2]:
+    """Unproject depth into ``frame`` (xyz + packed rgb), confidence-filtered, decimated."""
+    if result.depth is None:
+        return None
+    step = max(1, int(decimation))
+    depth = np.asarray(result.depth, dtype=np.float32)[::step, ::step]
+    keep = np.isfinite(depth) & (depth > 0)
+    if result.confidence is not None:
+        conf = np.asarray(result.confidence, dtype=np.float32)[::step, ::step]
+        cut = min_confidence
+        if percentile > 0 and conf[keep].size:
+            cut = max(cut, float(np.percentile(conf[keep], percentile)))
+        keep &= conf >= cut
+    k = np.asarray(result.intrinsics_model, dtype=np.float64)
+    v, u = np.nonzero(keep)
+    z = depth[v, u].astype(np.float64)
+    us, vs = u * step, v * step
+    cam = np.stack([(us - k[0, 2]) * z / k[0, 0], (vs - k[1, 2]) * z / k[1, 1], z], axis=1)
+    world = cam @ pose_map[:3, :3].T + pose_map[:3, 3]
+    rec = np.zeros(len(z), dtype=[('x', '<f4'), ('y', '<f4'), ('z', '<f4'), ('rgb', '<u4')])
+    rec['x'], rec['y'], rec['z'] = world[:, 0], world[:, 1], world[:, 2]
+    if result.colors is not None:
+        rgb = np.asarray(result.colors, dtype=np.uint32)[::step, ::step][v, u]
+        rec['rgb'] = (rgb[:, 0] << 16) | (rgb[:, 1] << 8) | rgb[:, 2]
+    msg = PointCloud2(header=Header(stamp=stamp_msg(result.stamp_ns), frame_id=frame),
+                      height=1, width=len(z), fields=_POINT_FIELDS, is_bigendian=False,
+                      point_step=16, row_step=16 * len(z), is_dense=True)
+    msg.data = rec.tobytes()
+    return msg

@@ -1,0 +1,406 @@
+# Copyright 2026 The lingbot_ros Authors
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+The node's parameters: one table, declared once, mapped onto frozen dataclasses.
+
+Every parameter has a type, a default, a rule (range or choices) and a description.
+``read_only`` ones need a restart (they size the model or the pools, or the DDS
+entities); the others apply from the next frame. :func:`parse` validates a whole set
+at once and raises :class:`ParamError` naming the parameter, the value and what is
+allowed, so start-up and runtime refusals read the same.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+import os
+import re
+from typing import Any, Callable, Mapping, Optional
+
+from lingbot_ros.streaming.config import EngineConfig, StreamConfig
+from rcl_interfaces.msg import (FloatingPointRange, IntegerRange, ParameterDescriptor,
+                                ParameterType)
+
+
+class ParamError(ValueError):
+    """A parameter value outside what is allowed; the message names all three."""
+
+
+@dataclass(frozen=True)
+class Spec:
+    """One parameter: name, default, rule and why it exists."""
+
+    name: str
+    default: Any
+    description: str
+    read_only: bool = False
+    choices: tuple = ()
+    low: Optional[float] = None
+    high: Optional[float] = None
+    check: Optional[Callable[[Any], bool]] = None
+    rule: str = ''
+
+    @property
+    def allowed(self) -> str:
+        if self.choices:
+            return 'one of ' + ', '.join(repr(c) for c in self.choices)
+        if self.rule:
+            return self.rule
+        if self.low is not None and self.high is not None:
+            return f'a number in [{self.low}, {self.high}]'
+        return f'a value of type {type(self.default).__name__}'
+
+
+_DEVICE = re.compile(r'^(auto|cpu|cuda(:\d+)?)$')
+_NAME = re.compile(r'^[A-Za-z][A-Za-z0-9_]*$')
+
+SPECS: tuple[Spec, ...] = (
+    # --- model: fixed for the life of the node --------------------------------------
+    Spec('checkpoint', '', 'LingBot-Map weights (.pt or .safetensors). Empty: random '
+         'weights of the preset (tiny by default), for trying the plumbing only.',
+         read_only=True),
+    Spec('preset', 'auto', "Network structure. 'auto': release with a checkpoint, tiny "
+         'without one.', read_only=True, choices=('auto', 'release', 'tiny')),
+    Spec('model_config', '', 'Optional JSON file with a model structure (overrides preset).',
+         read_only=True),
+    Spec('device', 'auto', "Torch device: 'auto' (CUDA when available), 'cpu', 'cuda', "
+         "'cuda:N'.", read_only=True, check=lambda v: bool(_DEVICE.match(v)),
+         rule="'auto', 'cpu', 'cuda' or 'cuda:N'"),
+    Spec('dtype', 'auto', "Compute dtype. 'auto': bfloat16 on CUDA, float32 on CPU.",
+         read_only=True, choices=('auto', 'float32', 'bfloat16', 'float16')),
+    Spec('attention_backend', 'auto', 'Attention over the paged KV cache. auto: FlashInfer '
+         'where installed on CUDA, else PyTorch SDPA.', read_only=True,
+         choices=('auto', 'sdpa', 'flashinfer')),
+    Spec('seed', 0, 'Seed for random weights (no checkpoint).', read_only=True,
+         low=0, high=2**31 - 1),
+    Spec('image_size', 518, 'Model input width in pixels (a multiple of the 14 px patch); '
+         'the height follows the camera aspect ratio.', read_only=True, low=28, high=1036,
+         check=lambda v: v % 14 == 0, rule='a multiple of 14 in [28, 1036]'),
+    # --- streaming -------------------------------------------------------------------
+    Spec('scale_frames', 8, 'Frames buffered at start and run together to fix the map scale; '
+         'no output until they are in.', read_only=True, low=1, high=64),
+    Spec('sliding_window', 64, 'Keyframes kept in the KV cache window (besides the scale '
+         'frames); sizes the page pool.', read_only=True, low=2, high=1024),
+    Spec('keyframe_mode', 'interval', "'interval': every Nth frame is a keyframe; 'flow': "
+         'a frame is a keyframe when the image moved enough.', choices=('interval', 'flow')),
+    Spec('keyframe_interval', 1, 'Every Nth frame is a keyframe (interval mode).',
+         low=1, high=1000),
+    Spec('flow_threshold_px', 3.0, 'Mean optical flow (pixels) that makes a keyframe '
+         '(flow mode).', low=0.01, high=1000.0),
+    Spec('max_keyframe_gap', 30, 'A keyframe at least every this many frames (flow mode).',
+         low=1, high=10000),
+    Spec('camera_iterations', 0, 'Refinement iterations of the camera head (fewer: faster; '
+         "0: the model's own number).", low=0, high=8),
+    # --- input -----------------------------------------------------------------------
+    Spec('camera_topics', ['image'], 'Image topics, one streaming session each (relative '
+         'names resolve in the node namespace; remap or list absolute names).',
+         read_only=True, check=lambda v: len(v) >= 1 and all(v) and len(set(v)) == len(v),
+         rule='a non-empty list of distinct, non-empty topic names'),
+    Spec('camera_names', [], 'One name per topic, used in output namespaces and '
+         'diagnostics. Empty: derived from the topics.', read_only=True,
+         check=lambda v: all(_NAME.match(n) for n in v) and len(set(v)) == len(v),
+         rule='distinct names of letters, digits and underscores, starting with a letter'),
+    Spec('input_transport', 'raw', "'raw': sensor_msgs/Image on each topic; 'compressed': "
+         'sensor_msgs/CompressedImage on <topic>/compressed.', read_only=True,
+         choices=('raw', 'compressed')),
+    Spec('qos_reliability', 'best_effort', 'Image subscription reliability (sensor data: '
+         'best_effort).', read_only=True, choices=('best_effort', 'reliable')),
+    Spec('qos_depth', 1, 'Image subscription history depth.', read_only=True, low=1, high=100),
+    Spec('queue_size', 1, 'Frames waiting per camera for the worker; when full the oldest '
+         'is dropped (newest wins) and counted.', read_only=True, low=1, high=32),
+    Spec('use_cv_bridge', True, 'Use cv_bridge for raw images where it is installed.',
+         read_only=True),
+    # --- frames ----------------------------------------------------------------------
+    Spec('map_frame', 'map', 'Frame of poses, path and points.', read_only=True,
+         check=bool, rule='a non-empty frame id'),
+    Spec('camera_frame', '', "Child frame of odom and TF. Empty: the image's frame_id, or "
+         '<camera_name>_optical_frame when that is empty.', read_only=True),
+    Spec('map_convention', 'rep103', "'rep103': map is x forward, y left, z up at the first "
+         "camera pose; 'optical': map is the first camera's optical frame.",
+         read_only=True, choices=('rep103', 'optical')),
+    # --- outputs (apply from the next frame) -----------------------------------------
+    Spec('publish_tf', True, 'Broadcast map -> camera frame on /tf (needs tf2_ros).'),
+    Spec('publish_odom', True, 'Publish ~/odom (nav_msgs/Odometry).'),
+    Spec('publish_path', True, 'Publish ~/path (nav_msgs/Path).'),
+    Spec('publish_depth', False, 'Publish ~/depth (32FC1, model grid).'),
+    Spec('publish_points', False, 'Publish ~/points (PointCloud2 xyz + rgb).'),
+    Spec('publish_camera_info', True, "Publish ~/camera_info (the model's intrinsics at the "
+         'input resolution).'),
+    Spec('path_max_length', 2000, 'Poses kept in ~/path (oldest dropped).', low=1,
+         high=1000000),
+    Spec('points_decimation', 4, 'Take every Nth pixel in both directions for ~/points.',
+         low=1, high=64),
+    Spec('points_min_confidence', 0.0, 'Drop points below this confidence (0: off).',
+         low=0.0, high=1e9),
+    Spec('points_confidence_percentile', 50.0, "Drop the frame's points below this "
+         'confidence percentile (0: off).', low=0.0, high=99.9),
+    # --- diagnostics and services ----------------------------------------------------
+    Spec('diagnostics_period', 1.0, 'Seconds between /diagnostics messages.', read_only=True,
+         low=0.05, high=60.0),
+    Spec('stats_window', 200, 'Frames in the latency / rate windows.', low=2, high=100000),
+    Spec('drop_rate_warn', 0.5, 'WARN when this fraction of received frames is dropped '
+         '(over the stats window).', low=0.0, high=1.0),
+    Spec('pool_use_warn', 0.95, 'WARN when this fraction of the KV page pool is in use.',
+         low=0.0, high=1.0),
+    Spec('stall_error_s', 10.0, 'ERROR when input arrives but no frame was processed for '
+         'this many seconds (after the scale phase has had its frames).', low=0.1,
+         high=3600.0),
+    Spec('trajectory_dir', '~/.ros/lingbot_ros', 'Folder ~/save_trajectory writes '
+         '<camera>_<time>.tum and .npz into.', check=bool, rule='a non-empty path'),
+    Spec('autostart', True, 'Configure and activate on start (plain ros2 run / launch).',
+         read_only=True),
+)
+SPEC = {s.name: s for s in SPECS}
+
+
+# --- typed views ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ModelParams:
+    """What Engine.load needs; fixed for the node's life."""
+
+    checkpoint: str
+    preset: str
+    model_config: str
+    device: str
+    dtype: str
+    attention_backend: str
+    seed: int
+
+
+@dataclass(frozen=True)
+class StreamParams:
+    """What each camera session needs; keyframe ones may change at runtime."""
+
+    scale_frames: int
+    sliding_window: int
+    keyframe_mode: str
+    keyframe_interval: int
+    flow_threshold_px: float
+    max_keyframe_gap: int
+    camera_iterations: int
+    image_size: int
+
+
+@dataclass(frozen=True)
+class InputParams:
+    """Subscriptions and the worker queue."""
+
+    camera_topics: tuple
+    camera_names: tuple
+    input_transport: str
+    qos_reliability: str
+    qos_depth: int
+    queue_size: int
+    use_cv_bridge: bool
+    map_frame: str
+    camera_frame: str
+    map_convention: str
+
+
+@dataclass(frozen=True)
+class OutputParams:
+    """Publishing switches and shaping; read by the worker at every frame."""
+
+    publish_tf: bool
+    publish_odom: bool
+    publish_path: bool
+    publish_depth: bool
+    publish_points: bool
+    publish_camera_info: bool
+    path_max_length: int
+    points_decimation: int
+    points_min_confidence: float
+    points_confidence_percentile: float
+
+
+@dataclass(frozen=True)
+class DiagParams:
+    """Diagnostics period, windows and level thresholds."""
+
+    diagnostics_period: float
+    stats_window: int
+    drop_rate_warn: float
+    pool_use_warn: float
+    stall_error_s: float
+
+
+@dataclass(frozen=True)
+class NodeParams:
+    """All parameters, validated together."""
+
+    model: ModelParams
+    stream: StreamParams
+    inputs: InputParams
+    outputs: OutputParams
+    diag: DiagParams
+    trajectory_dir: str
+    autostart: bool
+
+    @property
+    def resolved_preset(self) -> str:
+        if self.model.preset != 'auto':
+            return self.model.preset
+        return 'release' if self.model.checkpoint else 'tiny'
+
+    @property
+    def resolved_camera_names(self) -> tuple:
+        return self.inputs.camera_names or camera_names_from_topics(self.inputs.camera_topics)
+
+    @property
+    def with_depth(self) -> bool:
+        return self.outputs.publish_depth or self.outputs.publish_points
+
+
+def camera_names_from_topics(topics) -> tuple:
+    """Derive short, distinct names: the first topic segment that tells cameras apart."""
+    if len(topics) == 1:
+        return ('camera',)
+    parts = [[p for p in t.strip('/').split('/') if p] for t in topics]
+    for i in range(max(len(p) for p in parts)):
+        names = [_sanitise(p[i] if i < len(p) else p[-1]) for p in parts]
+        if len(set(names)) == len(names):
+            return tuple(names)
+    return tuple(f'camera{i}' for i in range(len(topics)))
+
+
+def _sanitise(text: str) -> str:
+    text = re.sub(r'[^A-Za-z0-9_]', '_', text)
+    return text if text[:1].isalpha() else 'c' + text
+
+
+def _coerce(spec: Spec, value: Any) -> Any:
+    default = spec.default
+    if isinstance(default, bool):
+        ok = isinstance(value, bool)
+    elif isinstance(default, int):
+        ok = isinstance(value, int) and not isinstance(value, bool)
+    elif isinstance(default, float):
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+        value = float(value) if ok else value
+    elif isinstance(default, str):
+        ok = isinstance(value, str)
+    else:
+        ok = isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value)
+        value = tuple(value) if ok else value
+    if not ok:
+        raise ParamError(f'{spec.name}={value!r} is invalid: expected '
+                         f'{_type_name(default)}')
+    return value
+
+
+def _type_name(default: Any) -> str:
+    if isinstance(default, (list, tuple)):
+        return 'a list of strings'
+    return {bool: 'a bool', int: 'an integer', float: 'a number', str: 'a string'}[
+        type(default)]
+
+
+def check_one(name: str, value: Any) -> Any:
+    """Validate one value; return it normalised (lists become tuples)."""
+    spec = SPEC.get(name)
+    if spec is None:
+        raise ParamError(f'{name} is not a parameter of lingbot_node')
+    value = _coerce(spec, value)
+    bad = (
+        (spec.choices and value not in spec.choices)
+        or (spec.low is not None and value < spec.low)
+        or (spec.high is not None and value > spec.high)
+        or (spec.check is not None and not spec.check(value))
+    )
+    if bad:
+        raise ParamError(f'{name}={value!r} is invalid: expected {spec.allowed}')
+    return value
+
+
+def parse(values: Mapping[str, Any]) -> NodeParams:
+    """Validate a full set (defaults fill the gaps) and build the typed view."""
+    v = {s.name: check_one(s.name, values.get(s.name, s.default)) for s in SPECS}
+    unknown = sorted(set(values) - set(SPEC))
+    if unknown:
+        raise ParamError(f'unknown parameters {unknown}')
+    names, topics = v['camera_names'], v['camera_topics']
+    if names and len(names) != len(topics):
+        raise ParamError(f'camera_names={list(names)!r} is invalid: expected one name per '
+                         f'camera_topics entry ({len(topics)})')
+
+    def pick(kind):
+        return kind(**{f.name: v[f.name] for f in fields(kind)})
+    return NodeParams(model=pick(ModelParams), stream=pick(StreamParams),
+                      inputs=pick(InputParams), outputs=pick(OutputParams),
+                      diag=pick(DiagParams),
+                      trajectory_dir=os.path.expanduser(v['trajectory_dir']),
+                      autostart=v['autostart'])
+
+
+def update(current: NodeParams, changes: Mapping[str, Any]) -> NodeParams:
+    """Apply runtime changes; read-only ones are refused (they need a restart)."""
+    for name in changes:
+        if name in SPEC and SPEC[name].read_only:
+            raise ParamError(f'{name} is read-only: it needs a restart of the node')
+    return parse({**as_values(current), **changes})
+
+
+def as_values(p: NodeParams) -> dict:
+    """Flatten the typed view back to parameter name -> value."""
+    out = {'trajectory_dir': p.trajectory_dir, 'autostart': p.autostart}
+    for part in (p.model, p.stream, p.inputs, p.outputs, p.diag):
+        for f in fields(part):
+            val = getattr(part, f.name)
+            out[f.name] = list(val) if isinstance(val, tuple) else val
+    return out
+
+
+def descriptor(spec: Spec) -> ParameterDescriptor:
+    """Build the ROS descriptor: type, range, description (with choices), read_only."""
+    default = spec.default
+    kind = {bool: ParameterType.PARAMETER_BOOL, int: ParameterType.PARAMETER_INTEGER,
+            float: ParameterType.PARAMETER_DOUBLE, str: ParameterType.PARAMETER_STRING,
+            list: ParameterType.PARAMETER_STRING_ARRAY}[type(default)]
+    desc = ParameterDescriptor(name=spec.name, type=kind, description=spec.description,
+                               read_only=spec.read_only)
+    if spec.choices or spec.rule:
+        desc.additional_constraints = spec.allowed
+    if spec.low is not None and isinstance(default, int) and not isinstance(default, bool):
+        desc.integer_range = [IntegerRange(from_value=int(spec.low), to_value=int(spec.high),
+                                           step=0)]
+    elif spec.low is not None and isinstance(default, float):
+        desc.floating_point_range = [FloatingPointRange(
+            from_value=float(spec.low), to_value=float(spec.high), step=0.0)]
+    return desc
+
+
+def engine_config(p: NodeParams, cuda_available: bool) -> EngineConfig:
+    """Build the streaming layer's EngineConfig, resolving the 'auto' preset and dtype."""
+    m = p.model
+    dtype = m.dtype
+    if dtype == 'auto':
+        on_cuda = m.device.startswith('cuda') or (m.device == 'auto' and cuda_available)
+        dtype = 'bfloat16' if on_cuda else 'float32'
+    return EngineConfig(checkpoint=m.checkpoint or None, preset=p.resolved_preset,
+                        model_config=m.model_config or None, device=m.device, dtype=dtype,
+                        attention_backend=m.attention_backend, seed=m.seed).validate()
+
+
+def stream_config(p: NodeParams) -> StreamConfig:
+    """Build the streaming layer's StreamConfig shared by every camera session."""
+    s = p.stream
+    return StreamConfig(scale_frames=s.scale_frames, sliding_window=s.sliding_window,
+                        keyframe_mode=s.keyframe_mode, keyframe_interval=s.keyframe_interval,
+                        flow_threshold_px=s.flow_threshold_px,
+                        max_keyframe_gap=s.max_keyframe_gap,
+                        camera_iterations=s.camera_iterations, with_depth=p.with_depth,
+                        image_size=s.image_size).validate()

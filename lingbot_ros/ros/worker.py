@@ -1,0 +1,300 @@
+# Copyright 2026 The lingbot_ros Authors
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+The one thread that owns the model: bounded newest-wins queues in, results out.
+
+Subscription callbacks only convert and :meth:`FrameQueue.put`; everything that
+touches a session (step, reset, config update) happens here, so the ROS executor
+never waits on the GPU. Nothing in this module imports rclpy: the node hands in a
+:class:`Sink` that publishes and logs.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass
+import threading
+import time
+from typing import Any, Callable, Deque, Optional, Protocol
+
+from lingbot_ros.cache.stats import CacheStats
+from lingbot_ros.ros.counters import CameraCounters
+from lingbot_ros.streaming.result import FrameResult
+import numpy as np
+
+try:  # only to recognise out-of-memory; the node runs on CPU as well
+    from torch.cuda import OutOfMemoryError
+except ImportError:  # pragma: no cover (older torch)
+    OutOfMemoryError = MemoryError
+
+NAN_RESET_AFTER = 3  # consecutive non-finite outputs before the session is rebuilt
+
+
+@dataclass(frozen=True)
+class Frame:
+    """One converted image waiting for the worker."""
+
+    camera: int
+    image: np.ndarray
+    stamp_ns: int
+    received: float  # monotonic seconds
+    frame_id: str
+
+
+class FrameQueue:
+    """Per-camera bounded queues, newest wins; one condition wakes the worker."""
+
+    def __init__(self, cameras: int, size: int) -> None:
+        self._queues: list[Deque[Frame]] = [deque() for _ in range(cameras)]
+        self._size = max(1, int(size))
+        self._cond = threading.Condition()
+        self._next = 0
+        self._closed = False
+
+    def put(self, frame: Frame) -> Optional[Frame]:
+        """Enqueue; return the frame dropped to make room (None when nothing was)."""
+        with self._cond:
+            q = self._queues[frame.camera]
+            dropped = q.popleft() if len(q) >= self._size else None
+            q.append(frame)
+            self._cond.notify()
+        return dropped
+
+    def get(self, timeout: float) -> Optional[Frame]:
+        """Return the next frame, cameras served round-robin; None on timeout or close."""
+        with self._cond:
+            deadline = time.monotonic() + timeout
+            while not self._closed:
+                for k in range(len(self._queues)):
+                    i = (self._next + k) % len(self._queues)
+                    if self._queues[i]:
+                        self._next = (i + 1) % len(self._queues)
+                        return self._queues[i].popleft()
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return None
+                self._cond.wait(left)
+            return None
+
+    def clear(self, camera: Optional[int] = None) -> int:
+        """Drop waiting frames (one camera or all); return how many."""
+        with self._cond:
+            queues = self._queues if camera is None else [self._queues[camera]]
+            n = sum(len(q) for q in queues)
+            for q in queues:
+                q.clear()
+            return n
+
+    def close(self) -> None:
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
+
+    def wake(self) -> None:
+        with self._cond:
+            self._cond.notify_all()
+
+
+class Sink(Protocol):
+    """What the worker needs from the node: publishing and (throttled) logging."""
+
+    def publish(self, camera: 'CameraStream', result: FrameResult) -> None: ...
+
+    def report(self, camera: 'CameraStream', reason: str, text: str, level: str) -> None: ...
+
+
+class CameraStream:
+    """One camera: its session, counters, stamp gate and published trajectory."""
+
+    def __init__(self, index: int, name: str, topic: str, session: Any, window: int,
+                 trajectory_length: int = 100_000) -> None:
+        self.index = index
+        self.name = name
+        self.topic = topic
+        self.session = session
+        self.counters = CameraCounters(window)
+        self.cache_stats = CacheStats()
+        self.frame_id = ''
+        self.lock = threading.Lock()   # guards trajectory and path (worker vs services)
+        self.trajectory: Deque[tuple] = deque(maxlen=trajectory_length)
+        self.path: Deque = deque()              # published path poses (worker thread)
+        self.previous: Optional[tuple] = None   # (stamp_ns, pose) of the last published
+        self.pending_reset = threading.Event()  # set by the callback, served by the worker
+        self._last_stamp: Optional[int] = None  # newest admitted stamp (callback side)
+        self._received_at: dict = {}           # stamp -> monotonic receive time
+        self._nan_run = 0
+
+    def admit(self, stamp_ns: int) -> str:
+        """Check a stamp against the last admitted one: 'ok', 'duplicate' or 'backward'."""
+        last = self._last_stamp
+        if last is not None and stamp_ns == last:
+            return 'duplicate'
+        self._last_stamp = stamp_ns
+        if last is not None and stamp_ns < last:
+            return 'backward'
+        return 'ok'
+
+    def forget(self) -> None:
+        """Clear what belongs to the old map (worker thread, after a session reset)."""
+        with self.lock:
+            self.previous = None
+            self.path = deque(maxlen=self.path.maxlen)
+            self._received_at.clear()
+            self._nan_run = 0
+            self.cache_stats = CacheStats()
+            self.counters.buffered = 0
+
+
+class Worker:
+    """Runs sessions on queued frames in one thread; the node starts and stops it."""
+
+    def __init__(self, cameras: list, queue: FrameQueue, sink: Sink,
+                 stream_config: Callable[[], Any]) -> None:
+        self.cameras = cameras
+        self.queue = queue
+        self.sink = sink
+        self._stream_config = stream_config
+        self._thread: Optional[threading.Thread] = None
+        self._running = False
+        self._reset_all: Optional[threading.Event] = None
+        self._lock = threading.Lock()
+
+    # --- control (any thread) ----------------------------------------------------------
+
+    def start(self) -> None:
+        self._running = True
+        self._thread = threading.Thread(target=self._loop, name='lingbot-worker', daemon=True)
+        self._thread.start()
+
+    def stop(self, timeout: float = 30.0) -> None:
+        self._running = False
+        self.queue.close()
+        if self._thread is not None:
+            self._thread.join(timeout)
+        self._thread = None
+
+    @property
+    def alive(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    def request_reset(self) -> threading.Event:
+        """Ask for every session to be rebuilt before the next frame; wait on the event."""
+        done = threading.Event()
+        with self._lock:
+            self._reset_all = done
+        self.queue.wake()
+        if not self.alive:  # nothing runs the sessions: do it here
+            self._serve_reset()
+        return done
+
+    # --- the thread ----------------------------------------------------------------------
+
+    def _loop(self) -> None:
+        while self._running:
+            self._serve_reset()
+            frame = self.queue.get(timeout=0.1)
+            self._serve_reset()
+            if frame is not None and self._running:
+                self.process(frame)
+
+    def _serve_reset(self) -> None:
+        with self._lock:
+            done, self._reset_all = self._reset_all, None
+        if done is None:
+            return
+        self.queue.clear()
+        for cam in self.cameras:
+            self._reset(cam)
+            cam.pending_reset.clear()
+            with cam.lock:
+                cam.trajectory.clear()
+        done.set()
+
+    def _reset(self, cam: CameraStream) -> None:
+        cam.session.reset()
+        cam.counters.session_resets += 1
+        cam.forget()
+
+    def process(self, frame: Frame) -> None:
+        """Step one frame through its camera's session and hand results to the sink."""
+        cam = self.cameras[frame.camera]
+        if cam.pending_reset.is_set():
+            cam.pending_reset.clear()
+            self._reset(cam)
+        cfg = self._stream_config()
+        if cfg != cam.session.config:
+            cam.session.update(cfg)
+        cam.frame_id = frame.frame_id or cam.frame_id
+        cam._received_at[frame.stamp_ns] = frame.received
+        t0 = time.monotonic()
+        try:
+            results = cam.session.step(frame.image, frame.stamp_ns)
+        except OutOfMemoryError as exc:
+            self._forget_stamp(cam, frame.stamp_ns)
+            self._reject(cam, 'out_of_memory', f'out of memory, frame dropped: {exc}', 'warn')
+            _empty_device_cache()
+            return
+        except ValueError as exc:  # size change, non-finite output: session unchanged
+            self._forget_stamp(cam, frame.stamp_ns)
+            reason = 'nan_output' if 'finite' in str(exc) else 'size_change'
+            self._reject(cam, reason, str(exc), 'warn')
+            return
+        except Exception as exc:  # noqa: BLE001 (a bug must not stop the stream)
+            self._forget_stamp(cam, frame.stamp_ns)
+            self._reject(cam, 'error', f'{type(exc).__name__}: {exc}', 'error')
+            return
+        now = time.monotonic()
+        cam.counters.on_stepped(now, (now - t0) * 1e3)
+        cam.counters.buffered = 0 if results else cam.counters.buffered + 1
+        cam.cache_stats = cam.session.stats()
+        for result in results:
+            received = cam._received_at.pop(result.stamp_ns, None)
+            if not _finite(result):
+                self._reject(cam, 'nan_output', f'non-finite pose for stamp {result.stamp_ns}; '
+                             'not published', 'warn')
+                cam._nan_run += 1
+                if cam._nan_run >= NAN_RESET_AFTER:
+                    self.sink.report(cam, 'session_reset', f'{cam._nan_run} non-finite outputs '
+                                     'in a row: resetting the session', 'warn')
+                    self._reset(cam)
+                    return
+                continue
+            cam._nan_run = 0
+            self.sink.publish(cam, result)
+            done = time.monotonic()
+            latency = None if received is None else (done - received) * 1e3
+            cam.counters.on_processed(done, latency, result.timings_ms.get('model'))
+        if len(cam._received_at) > 4 * max(1, getattr(cam.session.config, 'scale_frames', 8)):
+            cam._received_at.clear()  # stamps the session never returned; keep it bounded
+
+    def _forget_stamp(self, cam: CameraStream, stamp_ns: int) -> None:
+        cam._received_at.pop(stamp_ns, None)
+
+    def _reject(self, cam: CameraStream, reason: str, text: str, level: str) -> None:
+        cam.counters.on_rejected(reason)
+        self.sink.report(cam, reason, text, level)
+
+
+def _finite(result: FrameResult) -> bool:
+    return bool(np.isfinite(result.pose_c2w).all() and np.isfinite(result.intrinsics).all())
+
+
+def _empty_device_cache() -> None:
+    try:
+        import torch
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
+    except Exception:  # noqa: BLE001,S110 (best effort)
+        pass
