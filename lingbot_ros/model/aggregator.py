@@ -83,12 +83,14 @@ class Aggregator(nn.Module):
         sequence (frame 0 of a call with ``first_frame``), row 1 otherwise; the scale
         token uses row 0 for every frame of a scale call, row 1 otherwise.
         """
-        camera_rows = torch.ones(frames, dtype=torch.long, device=self.camera_token.device)
-        if first_frame:
-            camera_rows[0] = 0
-        camera = self.camera_token[0, camera_rows]
-        registers = self.register_token[0, camera_rows]
-        scale = self.scale_token[0, 0 if scale_frames else 1].expand(frames, -1, -1)
+        def rows(param: torch.Tensor, first: int) -> torch.Tensor:  # [1, 2, n, C] -> [S, n, C]
+            first = min(first, frames)
+            return torch.cat([param[0, 0:1].expand(first, -1, -1),
+                              param[0, 1:2].expand(frames - first, -1, -1)], dim=0)
+
+        camera = rows(self.camera_token, 1 if first_frame else 0)
+        registers = rows(self.register_token, 1 if first_frame else 0)
+        scale = rows(self.scale_token, frames if scale_frames else 0)
         tokens = torch.cat([camera, registers, scale], dim=1)
         return tokens.unsqueeze(0).expand(batch, -1, -1, -1).reshape(batch * frames,
                                                                      SPECIAL_TOKENS, -1)

@@ -100,6 +100,7 @@ class Rope3D:
         cpu = torch.device('cpu')
         self._inv = [_inverse_frequencies(d, theta, torch.float64, cpu) for d in split]
         self._spatial: Dict[tuple, torch.Tensor] = {}
+        self._inv_time: Dict[torch.device, torch.Tensor] = {}
 
     def _spatial_angles(self, grid_h: int, grid_w: int, device: torch.device) -> torch.Tensor:
         """Row and column angles ``[P, (row + column) / 2]`` (float64) of one frame."""
@@ -117,13 +118,20 @@ class Rope3D:
             self._spatial[key] = angles.to(device)
         return self._spatial[key]
 
+    def _time_frequencies(self, device: torch.device) -> torch.Tensor:
+        """Return the temporal spectrum on ``device`` (kept there: no copy per call)."""
+        if device not in self._inv_time:
+            self._inv_time[device] = self._inv[0].to(device)
+        return self._inv_time[device]
+
     def table(self, time_start: int, num_frames: int, grid_h: int, grid_w: int,
               device: torch.device, dtype: torch.dtype) -> Table:
         """Return (cos, sin), each ``[num_frames * P, head_dim / 2]``, times time_start + s."""
         spatial = self._spatial_angles(grid_h, grid_w, device)
+        inv_time = self._time_frequencies(spatial.device)
         times = torch.arange(time_start, time_start + num_frames, dtype=torch.float64,
-                             device=self._inv[0].device)
-        temporal = torch.outer(times, self._inv[0]).to(device)
+                             device=spatial.device)
+        temporal = torch.outer(times, inv_time)
         per_token = spatial.shape[0]
         angles = torch.cat([
             temporal[:, None, :].expand(-1, per_token, -1),
