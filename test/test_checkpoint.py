@@ -147,3 +147,13 @@ def test_unreadable_files(tmp_path):
             read_state_dict(path)
     with pytest.raises(CheckpointError, match='no such file'):
         read_state_dict(tmp_path / 'absent.pt')
+
+
+def test_loaded_tensors_are_assigned_not_copied(tmp_path, state, monkeypatch):
+    """The model is built on the meta device and takes the read tensors as they are."""
+    from lingbot_ros.model import checkpoint
+    read = {k: v.clone() for k, v in state.items()}
+    monkeypatch.setattr(checkpoint, 'read_state_dict', lambda path: read)
+    model = load_model(CFG, tmp_path / 'any.pt')
+    params = dict(model.named_parameters())
+    assert all(params[k].data_ptr() == read[k].data_ptr() for k in params)
