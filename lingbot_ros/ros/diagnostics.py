@@ -105,7 +105,8 @@ def camera_status(cam: CameraStream, info: NodeInfo, diag: DiagParams,
     """Report one camera's counters, cache statistics, rates and latencies."""
     c, s = cam.counters, cam.cache_stats
     pool = s.scale_pages + s.live_pages + s.pending_pages
-    pool_total = pool + s.free_pages
+    # a dense (unpaged) cache reserves nothing up front: pool use is not defined there
+    pool_total = pool + s.free_pages if s.bytes_reserved > 0 else 0
     pool_use = pool / pool_total if pool_total else 0.0
     drop_rate = c.drop_rate()
     level, problems = OK, []
@@ -142,7 +143,8 @@ def camera_status(cam: CameraStream, info: NodeInfo, diag: DiagParams,
         ('special_pages', s.special_pages),
         ('kv_used_mb', f'{s.bytes_used / MB:.2f}'),
         ('kv_reserved_mb', f'{s.bytes_reserved / MB:.2f}'),
-        ('pool_use', f'{pool_use:.3f}'), ('overflow_events', s.overflow_events),
+        ('pool_use', f'{pool_use:.3f}' if pool_total else 'n/a'),
+        ('overflow_events', s.overflow_events),
         ('window_index', s.window_index),
         ('input_rate_hz', f'{c.input_rate.rate(now):.2f}'),
         ('processed_rate_hz', f'{c.processed_rate.rate(now):.2f}'),

@@ -144,6 +144,9 @@ class LingbotNode(LifecycleNode):
         return {spec.name: self._raw(spec.name) for spec in SPECS}
 
     def _on_set_parameters(self, changed: list) -> SetParametersResult:
+        changed = [p for p in changed if p.name in SPEC]  # use_sim_time etc. are rclpy's
+        if not changed:
+            return SetParametersResult(successful=True)
         if self.params is None:  # not configured: configure validates the whole set
             try:
                 parse({**self._values(), **{p.name: p.value for p in changed}})
@@ -158,7 +161,8 @@ class LingbotNode(LifecycleNode):
         return SetParametersResult(successful=True)
 
     def _after_set_parameters(self, changed: list) -> None:
-        if self.params is None:
+        changed = [p for p in changed if p.name in SPEC]
+        if self.params is None or not changed:
             return
         with self._cfg_lock:
             self.params = update(self.params, {p.name: p.value for p in changed})

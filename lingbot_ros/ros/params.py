@@ -58,9 +58,10 @@ class Spec:
             return 'one of ' + ', '.join(repr(c) for c in self.choices)
         if self.rule:
             return self.rule
+        kind = _type_name(self.default)
         if self.low is not None and self.high is not None:
-            return f'a number in [{self.low}, {self.high}]'
-        return f'a value of type {type(self.default).__name__}'
+            return f'{kind} in [{self.low}, {self.high}]'
+        return kind
 
 
 _DEVICE = re.compile(r'^(auto|cpu|cuda(:\d+)?)$')
@@ -70,11 +71,11 @@ SPECS: tuple[Spec, ...] = (
     # --- model: fixed for the life of the node --------------------------------------
     Spec('checkpoint', '', 'LingBot-Map weights (.pt or .safetensors). Empty: random '
          'weights of the preset (tiny by default), for trying the plumbing only.',
-         read_only=True),
+         read_only=True, rule='a file path, or empty'),
     Spec('preset', 'auto', "Network structure. 'auto': release with a checkpoint, tiny "
          'without one.', read_only=True, choices=('auto', 'release', 'tiny')),
     Spec('model_config', '', 'Optional JSON file with a model structure (overrides preset).',
-         read_only=True),
+         read_only=True, rule='a file path, or empty'),
     Spec('device', 'auto', "Torch device: 'auto' (CUDA when available), 'cpu', 'cuda', "
          "'cuda:N'.", read_only=True, check=lambda v: bool(_DEVICE.match(v)),
          rule="'auto', 'cpu', 'cuda' or 'cuda:N'"),
@@ -126,7 +127,8 @@ SPECS: tuple[Spec, ...] = (
     Spec('map_frame', 'map', 'Frame of poses, path and points.', read_only=True,
          check=bool, rule='a non-empty frame id'),
     Spec('camera_frame', '', "Child frame of odom and TF. Empty: the image's frame_id, or "
-         '<camera_name>_optical_frame when that is empty.', read_only=True),
+         '<camera_name>_optical_frame when that is empty.', read_only=True,
+         rule='a frame id, or empty'),
     Spec('map_convention', 'rep103', "'rep103': map is x forward, y left, z up at the first "
          "camera pose; 'optical': map is the first camera's optical frame.",
          read_only=True, choices=('rep103', 'optical')),
@@ -305,7 +307,7 @@ def _coerce(spec: Spec, value: Any) -> Any:
 def _type_name(default: Any) -> str:
     if isinstance(default, (list, tuple)):
         return 'a list of strings'
-    return {bool: 'a bool', int: 'an integer', float: 'a number', str: 'a string'}[
+    return {bool: 'true or false', int: 'an integer', float: 'a number', str: 'a string'}[
         type(default)]
 
 
@@ -331,7 +333,7 @@ def parse(values: Mapping[str, Any]) -> NodeParams:
     v = {s.name: check_one(s.name, values.get(s.name, s.default)) for s in SPECS}
     unknown = sorted(set(values) - set(SPEC))
     if unknown:
-        raise ParamError(f'unknown parameters {unknown}')
+        raise ParamError(f'{unknown[0]} is not a parameter of lingbot_node (unknown: {unknown})')
     names, topics = v['camera_names'], v['camera_topics']
     if names and len(names) != len(topics):
         raise ParamError(f'camera_names={list(names)!r} is invalid: expected one name per '

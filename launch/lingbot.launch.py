@@ -1,0 +1,65 @@
+# Copyright 2026 The lingbot_ros Authors
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+Start lingbot_node with a parameter file; the arguments are what a robot user changes.
+
+``ros2 launch lingbot_ros lingbot.launch.py image_topic:=/camera/color/image_raw``.
+The node configures and activates itself (parameter ``autostart``).
+"""
+
+import os
+
+from ament_index_python.packages import get_package_share_directory
+from launch import LaunchDescription
+from launch.actions import DeclareLaunchArgument
+from launch.substitutions import LaunchConfiguration
+from launch_ros.actions import Node
+
+PACKAGE = 'lingbot_ros'
+EXECUTABLE = 'lingbot_node'
+PARAMS_FILE = 'lingbot.yaml'
+
+
+def generate_launch_description() -> LaunchDescription:
+    """Describe the arguments and the one node."""
+    default_params = os.path.join(get_package_share_directory(PACKAGE), 'config', PARAMS_FILE)
+    arguments = [
+        DeclareLaunchArgument('params_file', default_value=default_params,
+                              description='YAML file with the lingbot_node parameters '
+                                          '(see config/lingbot.yaml for every one).'),
+        DeclareLaunchArgument('namespace', default_value='',
+                              description='Namespace of the node and its topics.'),
+        DeclareLaunchArgument('image_topic', default_value='image',
+                              description='Camera image topic, remapped onto the node input '
+                                          '"image" (one camera; list several in '
+                                          'camera_topics instead).'),
+        DeclareLaunchArgument('use_sim_time', default_value='false',
+                              description='Use /clock (true when playing a bag with --clock).'),
+        DeclareLaunchArgument('log_level', default_value='info',
+                              description='Logger level: debug, info, warn, error or fatal.'),
+    ]
+    node = Node(
+        package=PACKAGE,
+        executable=EXECUTABLE,
+        name=EXECUTABLE,
+        namespace=LaunchConfiguration('namespace'),
+        output='screen',
+        emulate_tty=True,
+        parameters=[LaunchConfiguration('params_file'),
+                    {'use_sim_time': LaunchConfiguration('use_sim_time')}],
+        remappings=[('image', LaunchConfiguration('image_topic'))],
+        arguments=['--ros-args', '--log-level', LaunchConfiguration('log_level')],
+    )
+    return LaunchDescription(arguments + [node])

@@ -1,0 +1,120 @@
+# Copyright 2026 The lingbot_ros Authors
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""Parameters: one table, documented in config/lingbot.yaml, validated with reasons."""
+
+from pathlib import Path
+
+from lingbot_ros.ros import params
+from lingbot_ros.ros.params import ParamError, parse, SPEC, SPECS, update
+from lingbot_ros.streaming.config import EngineConfig, StreamConfig
+import pytest
+from rcl_interfaces.msg import ParameterType
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+CONFIG = ROOT / 'config' / 'lingbot.yaml'
+REQUIRED = ('checkpoint', 'preset', 'device', 'dtype', 'attention_backend', 'image_size',
+            'scale_frames', 'sliding_window', 'keyframe_mode', 'keyframe_interval',
+            'flow_threshold_px', 'max_keyframe_gap', 'camera_iterations', 'camera_topics',
+            'input_transport', 'qos_reliability', 'qos_depth', 'map_frame', 'camera_frame',
+            'publish_tf', 'publish_path', 'publish_depth', 'publish_points',
+            'publish_camera_info', 'path_max_length', 'diagnostics_period',
+            'points_decimation', 'points_min_confidence')
+
+
+def test_the_issue_list_is_declared_once_with_descriptions():
+    names = [s.name for s in SPECS]
+    assert len(names) == len(set(names))
+    assert set(REQUIRED) <= set(names)
+    for spec in SPECS:
+        assert len(spec.description) > 15, spec.name
+        d = params.descriptor(spec)
+        assert d.type != ParameterType.PARAMETER_NOT_SET and d.description
+        if spec.low is not None:
+            assert d.integer_range or d.floating_point_range, spec.name
+    # what needs a restart is read-only; keyframe policy and output switches are not
+    for name in ('checkpoint', 'preset', 'device', 'dtype', 'camera_topics', 'qos_depth',
+                 'scale_frames', 'image_size'):
+        assert SPEC[name].read_only, name
+    for name in ('keyframe_mode', 'keyframe_interval', 'flow_threshold_px', 'publish_points',
+                 'points_decimation', 'points_min_confidence', 'publish_path'):
+        assert not SPEC[name].read_only, name
+
+
+def test_config_file_documents_every_parameter_with_its_default():
+    text = CONFIG.read_text()
+    data = yaml.safe_load(text)['/**']['ros__parameters']
+    assert set(data) == {s.name for s in SPECS}
+    lines = text.splitlines()
+    for spec in SPECS:
+        assert data[spec.name] == spec.default, spec.name
+        at = next(i for i, line in enumerate(lines) if line.strip().startswith(spec.name + ':'))
+        assert lines[at - 1].strip().startswith('#'), f'{spec.name} has no comment'
+    parse(data)  # the shipped file is valid
+
+
+def test_defaults_map_onto_the_streaming_configs():
+    p = parse({})
+    assert p.resolved_preset == 'tiny' and p.resolved_camera_names == ('camera',)
+    eng = params.engine_config(p, cuda_available=False)
+    assert isinstance(eng, EngineConfig) and eng.dtype == 'float32' and eng.checkpoint is None
+    assert params.engine_config(p, cuda_available=True).dtype == 'bfloat16'
+    with_ckpt = parse({'checkpoint': '/x.pt'})
+    assert with_ckpt.resolved_preset == 'release'
+    stream = params.stream_config(parse({'keyframe_interval': 3, 'publish_points': True}))
+    assert isinstance(stream, StreamConfig)
+    assert stream.keyframe_interval == 3 and stream.with_depth
+    assert not params.stream_config(p).with_depth
+
+
+@pytest.mark.parametrize('name,value,hint', [
+    ('keyframe_mode', 'sometimes', "'interval', 'flow'"),
+    ('keyframe_interval', 0, '[1, 1000]'),
+    ('flow_threshold_px', -1.0, 'a number in'),
+    ('image_size', 500, 'multiple of 14'),
+    ('device', 'gpu', "'cuda:N'"),
+    ('dtype', 'int8', "'bfloat16'"),
+    ('qos_reliability', 'sometimes', "'best_effort'"),
+    ('camera_topics', [], 'non-empty list'),
+    ('camera_topics', ['a', 'a'], 'distinct'),
+    ('camera_names', ['9lives'], 'starting with a letter'),
+    ('publish_tf', 'yes', 'true or false'),
+    ('scale_frames', 2.5, 'an integer'),
+    ('points_confidence_percentile', 100.0, '[0.0, 99.9]'),
+])
+def test_invalid_values_name_the_parameter_value_and_rule(name, value, hint):
+    with pytest.raises(ParamError) as info:
+        parse({name: value})
+    text = str(info.value)
+    shown = tuple(value) if isinstance(value, list) else value
+    assert text.startswith(f'{name}=') and repr(shown) in text
+    assert hint in text
+
+
+def test_cross_field_and_runtime_rules():
+    with pytest.raises(ParamError, match='one name per camera_topics'):
+        parse({'camera_topics': ['a/image', 'b/image'], 'camera_names': ['left']})
+    two = parse({'camera_topics': ['/left/image_raw', '/right/image_raw']})
+    assert two.resolved_camera_names == ('left', 'right')
+    p = parse({})
+    q = update(p, {'keyframe_interval': 4, 'publish_points': True})
+    assert q.stream.keyframe_interval == 4 and q.outputs.publish_points and q.with_depth
+    assert p.stream.keyframe_interval == 1  # frozen: the old view is untouched
+    with pytest.raises(ParamError, match='read-only'):
+        update(p, {'scale_frames': 4})
+    with pytest.raises(ParamError, match='keyframe_interval=-2'):
+        update(p, {'keyframe_interval': -2})
+    with pytest.raises(ParamError, match='not a parameter'):
+        update(p, {'no_such_thing': 1})
