@@ -1,0 +1,262 @@
+# Copyright 2026 The lingbot_ros Authors
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""Worker and message building without DDS: queueing, rejections, resets, conventions."""
+
+from dataclasses import dataclass
+import threading
+
+from lingbot_ros.cache.stats import CacheStats
+from lingbot_ros.ros import messages
+from lingbot_ros.ros.worker import CameraStream, Frame, FrameQueue, NAN_RESET_AFTER, Worker
+from lingbot_ros.streaming.result import FrameResult, FrameType
+from lingbot_ros.streaming.session import FrameRejected
+import numpy as np
+import pytest
+
+
+@dataclass(frozen=True)
+class Cfg:
+    scale_frames: int = 2
+    keyframe_interval: int = 1
+
+
+class FakeSession:
+    """Same surface as streaming.Session: buffers scale frames, checks size, may emit NaN."""
+
+    def __init__(self, nan_stamps=(), reject_stamps=()):
+        self.config = Cfg()
+        self.nan_stamps, self.reject_stamps = set(nan_stamps), set(reject_stamps)
+        self.resets = 0
+        self.updates = []
+        self.reset()
+        self.resets = 0
+
+    def reset(self):
+        self.resets += 1
+        self.buffer, self.hw, self.index = [], None, 0
+
+    def update(self, cfg):
+        self.updates.append(cfg)
+        self.config = cfg
+
+    def stats(self):
+        return CacheStats(frames=self.index, keyframes=self.index)
+
+    def _result(self, stamp):
+        pose = np.eye(4)
+        pose[:3, 3] = [0.1 * self.index, 0.0, 0.5]
+        if stamp in self.nan_stamps:
+            pose[0, 3] = np.nan
+        k = np.array([[50.0, 0, 32], [0, 50.0, 24], [0, 0, 1]])
+        self.index += 1
+        return FrameResult(stamp_ns=stamp, index=self.index - 1, frame_type=FrameType.KEYFRAME,
+                           pose_c2w=pose, pose_enc=np.zeros(9, np.float32), intrinsics=k,
+                           intrinsics_model=k, input_hw=(48, 64), model_hw=(48, 64))
+
+    def step(self, image, stamp):
+        if self.hw is not None and image.shape[:2] != self.hw:
+            raise ValueError(f'frame size {image.shape[1]}x{image.shape[0]} differs')
+        if stamp in self.reject_stamps:
+            raise FrameRejected('the model returned a non-finite pose; frame dropped')
+        self.hw = image.shape[:2]
+        self.buffer.append(stamp)
+        if len(self.buffer) < self.config.scale_frames and self.index == 0:
+            return []
+        out = [self._result(s) for s in self.buffer]
+        self.buffer = []
+        return out
+
+
+class Sink:
+    def __init__(self):
+        self.published, self.reports = [], []
+
+    def publish(self, cam, result):
+        self.published.append((cam.name, result.stamp_ns))
+
+    def report(self, cam, reason, text, level):
+        self.reports.append((cam.name, reason, level))
+
+
+def _frame(cam, stamp, hw=(48, 64)):
+    return Frame(cam, np.zeros(hw + (3,), np.uint8), stamp, 0.0, 'cam')
+
+
+def _rig(cameras=1, **kw):
+    cams = [CameraStream(i, f'c{i}', f'/c{i}/image', FakeSession(**kw), window=50)
+            for i in range(cameras)]
+    queue, sink = FrameQueue(cameras, 2), Sink()
+    return cams, queue, sink, Worker(cams, queue, sink, lambda: Cfg())
+
+
+def test_queue_is_bounded_newest_wins_and_round_robin():
+    q = FrameQueue(2, 2)
+    assert q.put(_frame(0, 1)) is None and q.put(_frame(0, 2)) is None
+    dropped = q.put(_frame(0, 3))
+    assert dropped.stamp_ns == 1  # the oldest goes
+    q.put(_frame(1, 10))
+    order = [q.get(0.01).stamp_ns for _ in range(3)]
+    assert order == [2, 10, 3]
+    assert q.get(0.01) is None
+    q.put(_frame(1, 11))
+    assert q.clear() == 1
+
+
+def test_scale_frames_come_out_together_with_their_stamps():
+    cams, _, sink, worker = _rig()
+    for stamp in (10, 20, 30):
+        worker.process(_frame(0, stamp))
+    assert [s for _, s in sink.published] == [10, 20, 30]
+    c = cams[0].counters
+    assert c.processed == 3 and c.rejected_total == 0 and c.buffered == 0
+    assert cams[0].cache_stats.keyframes == 3
+
+
+def test_size_change_and_model_rejections_are_counted_and_keep_the_session():
+    cams, _, sink, worker = _rig(reject_stamps={40})
+    for stamp in (10, 20):
+        worker.process(_frame(0, stamp))
+    worker.process(_frame(0, 30, hw=(32, 32)))
+    worker.process(_frame(0, 40))
+    worker.process(_frame(0, 50))
+    c = cams[0].counters
+    assert c.rejected == {'size_change': 1, 'nan_output': 1}
+    assert [s for _, s in sink.published] == [10, 20, 50]
+    assert cams[0].session.resets == 0
+    assert ('c0', 'size_change', 'warn') in sink.reports
+
+
+def test_non_finite_results_are_not_published_and_a_run_of_them_resets():
+    bad = {30 + 10 * i for i in range(NAN_RESET_AFTER)}
+    cams, _, sink, worker = _rig(nan_stamps=bad)
+    for stamp in range(10, 30 + 10 * NAN_RESET_AFTER + 10, 10):
+        worker.process(_frame(0, stamp))
+    published = [s for _, s in sink.published]
+    assert not bad & set(published) and published[:2] == [10, 20]
+    assert cams[0].counters.rejected['nan_output'] == NAN_RESET_AFTER
+    assert cams[0].session.resets == 1 and cams[0].counters.session_resets == 1
+    assert any(r[1] == 'session_reset' for r in sink.reports)
+
+
+def test_stamp_gate_and_pending_reset():
+    cams, _, sink, worker = _rig()
+    cam = cams[0]
+    assert [cam.admit(s) for s in (5, 6, 6, 7, 3, 4)] == [
+        'ok', 'ok', 'duplicate', 'ok', 'backward', 'ok']
+    worker.process(_frame(0, 5))
+    worker.process(_frame(0, 6))
+    cam.pending_reset.set()
+    worker.process(_frame(0, 3))
+    assert cam.session.resets == 1 and not cam.pending_reset.is_set()
+    assert cam.previous is None or cam.previous[0] == 3
+
+
+def test_reset_request_is_served_by_the_running_thread():
+    cams, queue, sink, worker = _rig(cameras=2)
+    worker.start()
+    try:
+        for stamp in (1, 2, 3):
+            queue.put(_frame(0, stamp))
+            queue.put(_frame(1, stamp))
+        done = worker.request_reset()
+        assert done.wait(5.0)
+        assert all(c.session.resets == 1 for c in cams)
+    finally:
+        worker.stop()
+    assert not worker.alive
+
+
+def test_runtime_config_reaches_the_session_before_the_next_frame():
+    cams, queue, sink, _ = _rig()
+    cfg = {'value': Cfg()}
+    worker = Worker(cams, queue, sink, lambda: cfg['value'])
+    worker.process(_frame(0, 1))
+    cfg['value'] = Cfg(keyframe_interval=5)
+    worker.process(_frame(0, 2))
+    assert cams[0].session.updates == [Cfg(keyframe_interval=5)]
+
+
+def _result(pose, depth=None, conf=None, colors=None):
+    k = np.array([[10.0, 0, 2.0], [0, 10.0, 1.0], [0, 0, 1]])
+    return FrameResult(stamp_ns=1_500_000_123, index=0, frame_type=FrameType.SCALE,
+                       pose_c2w=pose, pose_enc=np.zeros(9, np.float32), intrinsics=k * 2,
+                       intrinsics_model=k, input_hw=(8, 12), model_hw=(4, 6), depth=depth,
+                       confidence=conf, colors=colors)
+
+
+def test_rep103_map_puts_the_optical_axis_along_x():
+    pose = np.eye(4)
+    pose[:3, 3] = [0.0, 0.0, 2.0]  # two units along the first camera's optical axis
+    r = _result(pose)
+    mapped = messages.map_pose(r, 'rep103')
+    np.testing.assert_allclose(mapped[:3, 3], [2.0, 0.0, 0.0])
+    np.testing.assert_allclose(messages.map_pose(r, 'optical'), pose)
+    msg = messages.pose_stamped(mapped, r.stamp_ns, 'map')
+    assert (msg.header.stamp.sec, msg.header.stamp.nanosec) == (1, 500_000_123)
+    assert messages.stamp_ns(msg.header.stamp) == r.stamp_ns
+    # the optical z axis expressed in the map is +x: rotate (0, 0, 1) by the quaternion
+    q = msg.pose.orientation
+    from lingbot_ros.streaming.trajectory import quat_to_matrix
+    np.testing.assert_allclose(quat_to_matrix([q.x, q.y, q.z, q.w]) @ [0, 0, 1], [1, 0, 0],
+                               atol=1e-12)
+
+
+def test_point_cloud_unprojects_filters_and_packs_colour():
+    depth = np.full((4, 6), 2.0, np.float32)
+    conf = np.arange(24, dtype=np.float32).reshape(4, 6) + 1
+    colors = np.zeros((4, 6, 3), np.uint8)
+    colors[..., 0] = 255
+    r = _result(np.eye(4), depth, conf, colors)
+    cloud = messages.point_cloud(r, np.eye(4), 'map', decimation=1, min_confidence=0.0,
+                                 percentile=50.0)
+    pts = np.frombuffer(bytes(cloud.data), dtype=[('x', '<f4'), ('y', '<f4'), ('z', '<f4'),
+                                                  ('rgb', '<u4')])
+    assert cloud.width == len(pts) == 12  # the upper half by confidence
+    assert cloud.point_step == 16 and cloud.row_step == 16 * 12
+    np.testing.assert_allclose(pts['z'], 2.0)
+    # pixel (u=2, v=1) is the principal point: it lands on the optical axis
+    centre = pts[(np.abs(pts['x']) < 1e-6) & (np.abs(pts['y']) < 1e-6)]
+    assert len(centre) == 0  # row 1 has confidence below the median
+    assert set(pts['rgb']) == {0xFF0000}
+    decimated = messages.point_cloud(r, np.eye(4), 'map', 2, 0.0, 0.0)
+    assert decimated.width == 6
+    xs = np.frombuffer(bytes(decimated.data), '<f4').reshape(-1, 4)[:, 0]
+    np.testing.assert_allclose(sorted(set(np.round(xs, 5))), [-0.4, 0.0, 0.4])
+
+
+def test_camera_info_and_depth_carry_the_input_stamp():
+    r = _result(np.eye(4), depth=np.ones((4, 6), np.float32))
+    info = messages.camera_info(r, 'cam')
+    assert (info.height, info.width) == (8, 12) and info.k[0] == 20.0 and info.p[0] == 20.0
+    depth = messages.depth_image(r, 'cam')
+    assert depth.encoding == '32FC1' and depth.step == 24 and len(depth.data) == 96
+    assert messages.stamp_ns(depth.header.stamp) == r.stamp_ns == messages.stamp_ns(
+        info.header.stamp)
+
+
+def test_odometry_twist_from_consecutive_poses():
+    a, b = np.eye(4), np.eye(4)
+    b[:3, 3] = [0.0, 0.0, 0.5]
+    odom = messages.odometry(b, 2_000_000_000, 'map', 'cam', (1_500_000_000, a))
+    assert odom.twist.twist.linear.z == pytest.approx(1.0)
+    assert odom.child_frame_id == 'cam'
+
+
+def test_worker_thread_stops_cleanly_while_idle():
+    cams, queue, sink, worker = _rig()
+    worker.start()
+    stopped = threading.Event()
+    threading.Thread(target=lambda: (worker.stop(), stopped.set())).start()
+    assert stopped.wait(5.0)
