@@ -51,13 +51,15 @@ class ModelOutput:
 class LingBotMap(nn.Module):
     """The streaming reconstruction network; see :meth:`forward` for the call contract."""
 
-    def __init__(self, cfg: ModelConfig) -> None:
+    def __init__(self, cfg: ModelConfig, autocast_dtype: Optional[torch.dtype] = None) -> None:
         super().__init__()
         self.cfg = cfg.validate()
         self.aggregator = Aggregator(cfg)
         self.camera_head = CameraHead(cfg)
         self.depth_head = DepthHead(cfg)
         self.autocast_dtype: Optional[torch.dtype] = None
+        if autocast_dtype is not None:
+            self.set_autocast_dtype(autocast_dtype)
 
     def tokens_per_frame(self, height: int, width: int) -> int:
         """Return the aggregator tokens of one ``height x width`` frame (specials + patches)."""
@@ -69,7 +71,8 @@ class LingBotMap(nn.Module):
         Run the aggregator under autocast in ``dtype`` (None: fp32), as the reference GPU demo.
 
         The aggregator's weights are cast to ``dtype`` (LayerNorms still compute in fp32
-        under autocast); the heads stay fp32 and always run with autocast off.
+        under autocast); the heads stay fp32 and always run with autocast off. Casting
+        down is lossy: going back to None afterwards keeps the rounded weights.
         """
         if dtype not in AUTOCAST_DTYPES:
             raise ValueError(f'autocast_dtype={dtype!r} is invalid: expected one of '
