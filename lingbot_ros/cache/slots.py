@@ -62,7 +62,7 @@ class SlotAllocator:
     def reset(self) -> None:
         """Forget every frame."""
         self.frames = 0                     # committed frames
-        self.slot_frame: list[int] = []     # slot -> committed frame number (visible ones)
+        self.slot_frame: list = []          # slot -> committed frame (None: parked away)
         self.pending: Optional[_Pending] = None
 
     # --- queries -------------------------------------------------------------------
@@ -70,18 +70,19 @@ class SlotAllocator:
     @property
     def resident(self) -> int:
         """Count committed frames whose patch pages stay visible once no call is open."""
-        p = self.pending
-        return len(self.slot_frame) + (len(p.hidden) if p is not None else 0)
+        return len(self.slot_frame)   # parked frames keep their (empty) slot entry
 
     @property
     def run(self) -> int:
-        """Slots the current attention sees (slots ``0 .. run-1``)."""
+        """Count slots the current attention sees (slots ``0 .. run-1``)."""
         p = self.pending
-        return len(self.slot_frame) + (p.stored if p is not None else 0)
+        if p is None:
+            return len(self.slot_frame)
+        return len(self.slot_frame) - len(p.hidden) + p.stored
 
     @property
     def used(self) -> int:
-        """Slots holding data: the run plus hidden frames parked during an open call."""
+        """Count slots holding data: the run plus frames parked during an open call."""
         p = self.pending
         return self.run + (len(p.hidden) if p is not None else 0)
 
@@ -91,7 +92,7 @@ class SlotAllocator:
                 [f for f in frames if f >= self.scale_frames])
 
     def needed(self, count: int, defer: bool) -> int:
-        """Slots a call of ``count`` frames would occupy in all (what ``begin`` checks)."""
+        """Count slots a call of ``count`` frames would occupy (what ``begin`` checks)."""
         scale, window = self._split(self.frames, count)
         if defer:
             return self.resident + count
@@ -100,45 +101,38 @@ class SlotAllocator:
     # --- transaction ---------------------------------------------------------------
 
     def begin(self, count: int, defer: bool) -> list[Move]:
-        """Open a call; return the moves that keep the new run contiguous."""
+        """
+        Open a call; return the moves that keep the new run contiguous.
+
+        Deferred: the call's frames extend the run, nothing moves. Not deferred: each
+        window frame the call hides is parked just past the new run (one move each, so
+        a rollback can bring it back) and a call frame takes its slot.
+        """
         if self.pending is not None:
             raise RuntimeError('begin() while a call is pending: commit or roll back first')
         first = self.frames
-        scale, window = self._split(first, count)
-        r = self.resident
+        r = len(self.slot_frame)
         if defer:
             slots = list(range(r + count - 1, r - 1, -1))   # later frame, lower slot
             self.pending = _Pending(first, count, True, slots)
             return []
+        scale, window = self._split(first, count)
         committed_window = sorted(f for f in self.slot_frame if f >= self.scale_frames)
-        visible = (committed_window + window)[-self.sliding_window:]
-        visible_set = set(visible)
-        hidden = [f for f in committed_window if f not in visible_set]
-        stored = scale + [f for f in window if f in visible_set]
-        k = len(hidden)
-        base = r - k
-        new_run = base + len(stored)
-        moves: list[Move] = []
+        visible = set((committed_window + window)[-self.sliding_window:])
+        hidden = [f for f in committed_window if f not in visible]
+        stored = scale + [f for f in window if f in visible]
+        new_run = r - len(hidden) + len(stored)
         slot_of = {f: s for s, f in enumerate(self.slot_frame)}
-        parked = list(range(new_run, new_run + k))
-        for f, dst in zip(hidden, parked):
-            moves.append((slot_of[f], dst))
-        hidden_set = set(hidden)
-        holes = sorted(slot_of[f] for f in hidden if slot_of[f] < base)
-        tail = [s for s in range(base, r) if self.slot_frame[s] not in hidden_set]
-        for src, dst in zip(tail, holes):
-            moves.append((src, dst))
-            self.slot_frame[dst] = self.slot_frame[src]
-        del self.slot_frame[base:]
+        parked = list(range(new_run, new_run + len(hidden)))
+        holes = [slot_of[f] for f in hidden]
+        moves = list(zip(holes, parked))
+        for h in holes:
+            self.slot_frame[h] = None
+        free = sorted(holes) + list(range(r, new_run))
         stored_set = set(stored)
         slots: list = []
-        nxt = new_run - 1        # later frame, lower slot: pages ascend with frames
         for f in range(first, first + count):
-            if f in stored_set:
-                slots.append(nxt)
-                nxt -= 1
-            else:
-                slots.append(None)
+            slots.append(free.pop() if f in stored_set else None)
         self.pending = _Pending(first, count, False, slots, hidden, parked,
                                 dropped=count - len(stored))
         return moves
@@ -147,8 +141,14 @@ class SlotAllocator:
         """Keep the open call; run the (deferred) eviction. Return (moves, evicted)."""
         p = self._take()
         self.frames += p.count
-        stored = sorted((s, p.first + i) for i, s in enumerate(p.slots) if s is not None)
-        self.slot_frame += [f for _, f in stored]
+        for i, slot in enumerate(p.slots):
+            if slot is None:
+                continue
+            if slot < len(self.slot_frame):
+                self.slot_frame[slot] = p.first + i
+            else:
+                self.slot_frame += [None] * (slot + 1 - len(self.slot_frame))
+                self.slot_frame[slot] = p.first + i
         if not p.defer:
             return [], len(p.hidden) + p.dropped
         window = sorted(f for f in self.slot_frame if f >= self.scale_frames)
@@ -166,11 +166,13 @@ class SlotAllocator:
         return moves, len(evict)
 
     def rollback(self) -> list[Move]:
-        """Drop the open call; bring hidden frames back. Return the moves."""
+        """Drop the open call; bring parked frames back. Return the moves."""
         p = self._take()
-        base = len(self.slot_frame)
-        moves = [(src, base + j) for j, src in enumerate(p.parked)]
-        self.slot_frame += p.hidden
+        moves = []
+        for f, src in zip(p.hidden, p.parked):
+            dst = self.slot_frame.index(None)
+            self.slot_frame[dst] = f
+            moves.append((src, dst))
         return moves
 
     def _take(self) -> _Pending:
@@ -184,10 +186,13 @@ class SlotAllocator:
     def check(self) -> None:
         """Raise AssertionError unless slots are distinct, contiguous and within capacity."""
         p = self.pending
-        taken = list(range(len(self.slot_frame)))
+        taken = [s for s, f in enumerate(self.slot_frame) if f is not None]
         if p is not None:
             taken += [s for s in p.slots if s is not None] + p.parked
+        else:
+            assert None not in self.slot_frame, 'hole left after commit/rollback'
         assert len(taken) == len(set(taken)), f'slot used twice: {sorted(taken)}'
         assert sorted(taken) == list(range(len(taken))), f'slots not contiguous: {taken}'
         assert len(taken) <= self.capacity, f'{len(taken)} slots > capacity {self.capacity}'
-        assert len(set(self.slot_frame)) == len(self.slot_frame), 'frame stored twice'
+        frames = [f for f in self.slot_frame if f is not None]
+        assert len(set(frames)) == len(frames), 'frame stored twice'

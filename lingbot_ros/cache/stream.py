@@ -62,6 +62,7 @@ class PagedStreamCache:
         self._flashinfer: Optional[FlashInferPaged] = None
         self._slots = SlotAllocator(lay.scale_frames, lay.sliding_window, lay.patch_pages)
         self.overflow_events = 0
+        self.page_moves = 0           # pages copied (all layers) to keep runs contiguous
         self.generation = 0           # bumps whenever the visible layout changes
         self._planned = -1
         self.reset()
@@ -143,6 +144,7 @@ class PagedStreamCache:
             raise RuntimeError('commit()/rollback() without begin()')
 
     def _move(self, moves: list) -> None:
+        self.page_moves += len(moves)
         for src, dst in moves:
             self.pool.move_pages(self.special_page - 1 - src, self.special_page - 1 - dst)
 

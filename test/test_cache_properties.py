@@ -1,0 +1,271 @@
+# Copyright 2026 The lingbot_ros Authors
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""The paged stream cache against the dense reference, step by step (hypothesis)."""
+
+import math
+
+from hypothesis import given, HealthCheck, settings, strategies as st
+from lingbot_ros.cache.backends import resolve_backend
+from lingbot_ros.cache.dense import DenseStreamCache
+from lingbot_ros.cache.layout import camera_head_layout, StreamLayout
+from lingbot_ros.cache.overflow import CacheOverflow
+from lingbot_ros.cache.pool import KVPool
+from lingbot_ros.cache.stream import PagedStreamCache
+import pytest
+import torch
+
+ATOL = 1e-5
+HEADS, HEAD_DIM = 2, 4
+
+
+def dense_visible_tokens(d: DenseStreamCache, layer: int, patch_tokens: int) -> int:
+    """Keys the dense reference attended to for ``layer`` (its own visibility rule)."""
+    everything = d._frames + d._pending
+    scale = [f for f in everything if f.role == 'scale' and layer in f.patch]
+    window = [f for f in everything if f.role == 'window' and layer in f.patch]
+    if not d._defer:
+        window = window[-d.sliding_window:]
+    return len(everything) * d.special_tokens + (len(scale) + len(window)) * patch_tokens
+
+
+def check_consistent(c: PagedStreamCache, d: DenseStreamCache) -> None:
+    """Counters equal the reference's; slots, page table and stats add up."""
+    assert c.frames == d.frames
+    assert c.patch_frames_resident == d.patch_frames_resident
+    assert c.evictions == d.evictions
+    assert c.rollbacks == d.rollbacks
+    c._slots.check()
+    lay = c.layout
+    s = c.stats()
+    assert s.scale_pages + s.live_pages + s.free_pages + s.pending_pages == lay.patch_pages
+    assert s.special_tokens == c.frames * lay.special_tokens
+    assert s.special_pages == math.ceil(s.special_tokens / lay.page)
+    assert 0 <= s.bytes_used <= s.bytes_reserved
+    run = c.visible_run()
+    first = c.first_page
+    assert first <= run.first and run.first + run.count <= first + lay.pages
+    assert 1 <= run.last_len <= lay.page
+
+
+def layouts():
+    return st.builds(
+        StreamLayout,
+        special_tokens=st.integers(0, 3), patch_tokens=st.integers(1, 4),
+        scale_frames=st.integers(0, 3), sliding_window=st.integers(1, 4),
+        special_capacity=st.integers(3, 30), max_call_frames=st.integers(1, 3))
+
+
+def call_frame(c, d, layers, n, gen):
+    """Run one call through every layer; outputs and visible counts must agree."""
+    t = c.layout.tokens_per_frame
+    for layer in range(layers):
+        q, k, v = (torch.randn(1, HEADS, n * t, HEAD_DIM, generator=gen) for _ in range(3))
+        out = c.attend(layer, q, k, v)
+        ref = d.attend(layer, q, k, v)
+        torch.testing.assert_close(out, ref, atol=ATOL, rtol=1e-5)
+        start, end = c.visible_tokens()
+        assert end - start == dense_visible_tokens(d, layer, c.layout.patch_tokens)
+        c._slots.check()
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(layout=layouts(), layers=st.integers(1, 3),
+       backend=st.sampled_from(['sdpa', 'paged_sdpa']), data=st.data())
+def test_matches_dense_reference_at_every_step(layout, layers, backend, data):
+    c = PagedStreamCache.allocate(layout, layers, HEADS, HEAD_DIM, backend=backend)
+    d = DenseStreamCache(layout.special_tokens, layout.scale_frames, layout.sliding_window)
+    gen = torch.Generator().manual_seed(data.draw(st.integers(0, 2 ** 16), label='seed'))
+    steps = data.draw(st.lists(st.tuples(
+        st.sampled_from(['commit', 'commit', 'rollback', 'abandon', 'reset']),
+        st.integers(1, 3), st.booleans()), min_size=1, max_size=25), label='steps')
+    for op, n, defer in steps:
+        if op == 'reset':
+            c.reset()
+            d.reset()
+            check_consistent(c, d)
+            continue
+        event = c.check(n, defer)
+        if event is not None:
+            before = c.stats()
+            with pytest.raises(CacheOverflow) as raised:
+                c.begin(n, defer)
+            assert raised.value == event and event.needed > event.capacity
+            after = c.stats()
+            assert after.overflow_events == before.overflow_events + 1
+            assert after.__class__(**{**after.as_dict(), 'overflow_events': 0}) == \
+                before.__class__(**{**before.as_dict(), 'overflow_events': 0})
+            check_consistent(c, d)
+            continue
+        c.begin(n, defer)
+        d.begin(n, defer)
+        if op != 'abandon':
+            call_frame(c, d, layers, n, gen)
+        if op == 'commit':
+            assert c.commit() == d.commit()
+        else:
+            c.rollback()
+            d.rollback()
+        check_consistent(c, d)
+
+
+def test_special_overflow_is_typed_and_changes_nothing():
+    lay = StreamLayout(special_tokens=2, patch_tokens=3, scale_frames=1, sliding_window=2,
+                       special_capacity=3)
+    c = PagedStreamCache.allocate(lay, 1, HEADS, HEAD_DIM)
+    d = DenseStreamCache(2, 1, 2)
+    gen = torch.Generator().manual_seed(0)
+    for _ in range(3):
+        c.begin(1)
+        d.begin(1)
+        call_frame(c, d, 1, 1, gen)
+        c.commit()
+        d.commit()
+    before = c.stats()
+    with pytest.raises(CacheOverflow) as raised:
+        c.begin(1)
+    event = raised.value
+    assert (event.region, event.needed, event.capacity, event.unit) == ('special', 8, 6, 'tokens')
+    assert event.frames == 3 and c.stats().overflow_events == 1
+    assert c.stats().frames == before.frames and c.pending_frames == 0
+    c.reset()      # what the session does: open a new window
+    d.reset()
+    c.begin(1)
+    d.begin(1)
+    call_frame(c, d, 1, 1, gen)
+    c.commit()
+    assert c.stats().overflow_events == 1
+
+
+def test_patch_overflow_when_a_call_exceeds_its_headroom():
+    lay = StreamLayout(special_tokens=1, patch_tokens=2, scale_frames=1, sliding_window=2,
+                       special_capacity=100, max_call_frames=1)
+    c = PagedStreamCache.allocate(lay, 1, HEADS, HEAD_DIM)
+    for _ in range(3):
+        c.begin(1)
+        c.attend(0, *(torch.randn(1, HEADS, 3, HEAD_DIM) for _ in range(3)))
+        c.commit()
+    assert c.check(1, defer_eviction=False) is None
+    assert c.check(1, defer_eviction=True) is None
+    assert c.check(2, defer_eviction=False) is not None  # hidden frames stay parked
+    event = c.check(2, defer_eviction=True)
+    assert event is not None and event.region == 'patch' and event.unit == 'pages'
+    assert (event.needed, event.capacity) == (5, 4)
+    with pytest.raises(CacheOverflow):
+        c.begin(2, defer_eviction=True)
+
+
+def test_camera_head_cache_is_bounded_and_rollback_leaves_no_trace():
+    lay = camera_head_layout(capacity=5, page_size=2)
+    c = PagedStreamCache.allocate(lay, 2, HEADS, HEAD_DIM)
+    d = DenseStreamCache(special_tokens=1, scale_frames=0, sliding_window=1)
+    gen = torch.Generator().manual_seed(1)
+    for i in range(8):
+        keyframe = i % 2 == 0
+        if c.check(1, defer_eviction=not keyframe) is not None:
+            with pytest.raises(CacheOverflow) as raised:
+                c.begin(1, defer_eviction=not keyframe)
+            assert raised.value.region == 'special' and c.frames == 5
+            break
+        c.begin(1, defer_eviction=not keyframe)
+        d.begin(1, defer_eviction=not keyframe)
+        call_frame(c, d, 2, 1, gen)
+        if keyframe:
+            c.commit()
+            d.commit()
+        else:
+            c.rollback()
+            d.rollback()
+        check_consistent(c, d)
+    assert c.frames == 4 and c.stats().rollbacks == 4
+
+
+def test_keyframe_moves_one_page_nonkeyframe_none():
+    lay = StreamLayout(special_tokens=1, patch_tokens=2, scale_frames=2, sliding_window=3,
+                       special_capacity=200)
+    c = PagedStreamCache.allocate(lay, 2, HEADS, HEAD_DIM)
+    d = DenseStreamCache(1, 2, 3)
+    gen = torch.Generator().manual_seed(2)
+
+    def step(defer, keep):
+        c.begin(1, defer)
+        d.begin(1, defer)
+        call_frame(c, d, 2, 1, gen)
+        if keep:
+            c.commit()
+            d.commit()
+        else:
+            c.rollback()
+            d.rollback()
+        check_consistent(c, d)
+
+    for _ in range(6):                   # fill scale frames and window
+        step(False, True)
+    for defer, keep, moves in [(False, True, 1),    # interval keyframe: park the oldest
+                               (True, False, 0),    # non-keyframe: nothing moves
+                               (True, True, 1),     # flow keyframe: newest fills the hole
+                               (False, False, 2)]:  # keyframe rolled back: park and return
+        before = c.page_moves
+        step(defer, keep)
+        assert c.page_moves - before == moves
+
+
+def test_protocol_errors_are_clear():
+    lay = StreamLayout(special_tokens=1, patch_tokens=2, scale_frames=0, sliding_window=2,
+                       special_capacity=10)
+    c = PagedStreamCache.allocate(lay, 1, HEADS, HEAD_DIM)
+    q = torch.randn(1, HEADS, 3, HEAD_DIM)
+    with pytest.raises(RuntimeError):
+        c.attend(0, q, q, q)
+    with pytest.raises(RuntimeError):
+        c.commit()
+    c.begin(1)
+    with pytest.raises(RuntimeError):
+        c.begin(1)
+    with pytest.raises(ValueError, match='k shape'):
+        c.attend(0, q, torch.randn(1, HEADS, 4, HEAD_DIM), q)
+    with pytest.raises(ValueError, match='num_frames'):
+        c.check(0)
+    with pytest.raises(ValueError, match='sliding_window=0'):
+        StreamLayout(special_tokens=1, patch_tokens=2, scale_frames=0, sliding_window=0,
+                     special_capacity=10)
+    with pytest.raises(ValueError, match='page_size'):
+        StreamLayout(special_tokens=1, patch_tokens=2, scale_frames=0, sliding_window=1,
+                     special_capacity=10, page_size=4)
+
+
+def test_pool_size_follows_the_stated_formula():
+    lay = StreamLayout(special_tokens=6, patch_tokens=972, scale_frames=8, sliding_window=64,
+                       special_capacity=2048)
+    assert lay.patch_pages == 73 and lay.special_pages == math.ceil(2048 * 6 / 972) == 13
+    expected = 2 * 24 * 86 * 972 * 16 * 64 * 2
+    assert lay.nbytes(24, 16, 64, torch.bfloat16) == expected
+    assert KVPool.size_bytes([lay, lay], 24, 16, 64, torch.bfloat16) == 2 * expected
+    small = StreamLayout(special_tokens=2, patch_tokens=3, scale_frames=1, sliding_window=2,
+                         special_capacity=5)
+    pool = KVPool([small, small], 2, HEADS, HEAD_DIM)
+    assert pool.nbytes == KVPool.size_bytes([small, small], 2, HEADS, HEAD_DIM, torch.float32)
+    assert pool.k.shape == (2, 2 * (4 + 4), 3, HEADS, HEAD_DIM)
+    stats = PagedStreamCache(pool, 1).stats()
+    assert stats.bytes_reserved == small.nbytes(2, HEADS, HEAD_DIM, torch.float32)
+
+
+def test_backend_resolution_reports_why():
+    assert resolve_backend('auto', torch.device('cpu'), 1)[0] == 'sdpa'
+    name, reason = resolve_backend('auto', torch.device('cpu'), 3)
+    assert name == 'sdpa' and 'not CUDA' in reason
+    with pytest.raises(ValueError, match='backend'):
+        resolve_backend('flash', torch.device('cpu'))
+    with pytest.raises(ValueError, match='CUDA'):
+        resolve_backend('flashinfer', torch.device('cpu'))
