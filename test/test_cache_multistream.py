@@ -37,7 +37,7 @@ def stream_layouts(count):
 
 
 def check_table(batch: StreamBatch) -> None:
-    """The batch's CSR table lists exactly each stream's visible run."""
+    """Check that the batch's CSR table lists exactly each stream's visible run."""
     table = batch.table
     indptr = table.kv_indptr_host.numpy()
     indices = table.kv_indices[:table.total_pages].numpy()
