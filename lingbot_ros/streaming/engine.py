@@ -144,10 +144,23 @@ class Engine:
         return Session(self.context(), name, cfg)
 
     def _prepare(self, image_rgb: np.ndarray, cfg: StreamConfig) -> Prepared:
-        from lingbot_ros.streaming import preprocess
-        tensor, transform = preprocess.prepare_frame(image_rgb, cfg.image_size, self.device)
-        return Prepared(image=tensor, model_to_input=transform.model_to_input_matrix(),
+        """Resize/crop a live frame on the model's device, as the reference's crop mode."""
+        from lingbot_ros.streaming.preprocess import preprocess_frame
+        tensor, plan = preprocess_frame(image_rgb, self.device, cfg.image_size,
+                                        self.model_config.patch_size)
+        return Prepared(image=tensor, model_to_input=model_to_input_matrix(plan),
                         input_hw=tuple(image_rgb.shape[:2]))
+
+
+def model_to_input_matrix(plan: Any) -> np.ndarray:
+    """
+    Return the 3x3 map from model-grid pixel coordinates to input pixels.
+
+    ``plan`` is a preprocess ``FrameTransform``: model = input * scale - offset, so
+    ``K_input = M @ K_model`` for any model-grid pinhole ``K_model``.
+    """
+    (sx, sy), (ox, oy) = plan.scale_xy, plan.offset_xy
+    return np.array([[1.0 / sx, 0.0, ox / sx], [0.0, 1.0 / sy, oy / sy], [0.0, 0.0, 1.0]])
 
 
 class _Runner:

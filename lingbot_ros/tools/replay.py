@@ -1,0 +1,229 @@
+# Copyright 2026 The lingbot_ros Authors
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+``lingbot-ros-replay``: run the streaming model offline over images; write npz / TUM.
+
+INPUT is a ``.npy`` stack ``[S, 3, H, W]`` in [0, 1] (used as is), a folder of images or
+a video file (both preprocessed as the reference does). A model config with an
+``inference`` block (a parity fixture's ``config.json``) also sets the streaming
+arguments, so a fixture's config, weights and images reproduce its ``outputs.npz``;
+flags override. OUT.npz holds the fixtures' array names: note that ``extrinsic_w2c`` is
+the raw ``[R(q) | T]`` (which this package reads as camera-to-world, as the fixtures
+README explains) and ``extrinsic_c2w`` its inverse. No ROS needed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+import sys
+from typing import Any, Optional, Sequence
+
+from lingbot_ros.model.config import ConfigError
+from lingbot_ros.streaming.config import BACKENDS, DTYPES, EngineConfig, StreamConfig
+import numpy as np
+
+VIDEO_SUFFIXES = ('.mp4', '.avi', '.mov', '.mkv', '.webm', '.m4v', '.mpg', '.mpeg')
+
+
+class ReplayError(Exception):
+    """A user-facing failure: printed as one line, exit code 2."""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """Return the command-line parser (also used by the docs and tests)."""
+    p = argparse.ArgumentParser(
+        prog='lingbot-ros-replay',
+        description='Run LingBot-Map streaming inference over images; write outputs.')
+    model = p.add_mutually_exclusive_group()
+    model.add_argument('--model-config', metavar='CONFIG.json',
+                       help='model structure (ours or a parity fixture config.json)')
+    model.add_argument('--preset', default=None, help="named structure: 'tiny' or 'release'")
+    p.add_argument('--checkpoint', metavar='WEIGHTS', help='.safetensors/.pt (default: random)')
+    p.add_argument('--images', metavar='INPUT', required=True,
+                   help='.npy [S,3,H,W] in [0,1], a folder of images, or a video file')
+    p.add_argument('--out', metavar='OUT.npz', help='write the fixture-format arrays here')
+    p.add_argument('--trajectory', metavar='FILE.tum',
+                   help='write camera-to-world poses in TUM format')
+    p.add_argument('--kv-stats', metavar='FILE.json', help='write per-call cache statistics')
+    p.add_argument('--scale-frames', type=int)
+    p.add_argument('--sliding-window', type=int)
+    p.add_argument('--keyframe-interval', type=int)
+    p.add_argument('--keyframe-mode', choices=('interval', 'flow'))
+    p.add_argument('--flow-threshold', type=float, help='pixels (flow keyframe mode)')
+    p.add_argument('--max-window-frames', type=int, help='frames per window (0: model limit)')
+    p.add_argument('--camera-iterations', type=int)
+    p.add_argument('--image-size', type=int, default=518,
+                   help='model-grid width for folders and videos (default 518)')
+    p.add_argument('--fps', type=float, default=10.0,
+                   help='video sampling rate and trajectory time base (default 10)')
+    p.add_argument('--device', default='auto', help="'auto', 'cpu', 'cuda' or 'cuda:N'")
+    p.add_argument('--dtype', choices=DTYPES, default='float32')
+    p.add_argument('--attention-backend', choices=BACKENDS, default='auto')
+    p.add_argument('--seed', type=int, default=0, help='seed of random weights')
+    p.add_argument('--quiet', action='store_true', help='no progress bar')
+    return p
+
+
+def inference_settings(config_path: Optional[str]) -> dict:
+    """
+    Read StreamConfig fields from a model config's ``inference`` block, if any.
+
+    Understands the fixtures' form (``inference.args`` in the reference's terms plus
+    ``constructor_args``) and our own (``inference.stream``: StreamConfig fields).
+    """
+    if config_path is None:
+        return {}
+    try:
+        data = json.loads(Path(config_path).read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        raise ReplayError(f'model config {config_path}: {exc}') from exc
+    block = data.get('inference') or {}
+    if 'stream' in block:
+        return dict(block['stream'])
+    args, ctor = block.get('args') or {}, data.get('constructor_args') or {}
+    out = {}
+    method = block.get('method', 'inference_streaming')
+    if block and method != 'inference_streaming':
+        raise ReplayError(f'model config {config_path}: inference method {method!r} is not '
+                          "supported: expected 'inference_streaming'")
+    if 'num_scale_frames' in args:
+        out['scale_frames'] = int(args['num_scale_frames'])
+    elif 'kv_cache_scale_frames' in ctor:
+        out['scale_frames'] = int(ctor['kv_cache_scale_frames'])
+    if 'kv_cache_sliding_window' in ctor:
+        out['sliding_window'] = int(ctor['kv_cache_sliding_window'])
+    if 'keyframe_interval' in args:
+        out['keyframe_interval'] = max(1, int(args['keyframe_interval']))
+    if float(args.get('flow_threshold') or 0) > 0:
+        out['keyframe_mode'] = 'flow'
+        out['flow_threshold_px'] = float(args['flow_threshold'])
+    if 'max_non_keyframe_gap' in args:
+        out['max_keyframe_gap'] = int(args['max_non_keyframe_gap'])
+    if 'camera_num_iterations' in ctor:
+        out['camera_iterations'] = int(ctor['camera_num_iterations'])
+    return out
+
+
+def stream_config(args: argparse.Namespace) -> StreamConfig:
+    """Config block first, then the flags that were given."""
+    fields = inference_settings(args.model_config)
+    flags = {'scale_frames': args.scale_frames, 'sliding_window': args.sliding_window,
+             'keyframe_interval': args.keyframe_interval, 'keyframe_mode': args.keyframe_mode,
+             'flow_threshold_px': args.flow_threshold,
+             'max_window_frames': args.max_window_frames,
+             'camera_iterations': args.camera_iterations, 'image_size': args.image_size}
+    fields.update({k: v for k, v in flags.items() if v is not None})
+    return StreamConfig.from_dict(fields)
+
+
+def load_input(path: str, image_size: int, patch_size: int, fps: float) -> Any:
+    """Return ``float32 [S, 3, H, W]`` in [0, 1] from a .npy, a folder or a video."""
+    import torch
+
+    from lingbot_ros.streaming import preprocess
+    src = Path(path)
+    if not src.exists():
+        raise ReplayError(f'{src}: no such file or folder')
+    if src.suffix.lower() == '.npy':
+        try:
+            arr = np.load(src, allow_pickle=False)
+        except (OSError, ValueError) as exc:
+            raise ReplayError(f'{src}: not a readable .npy array ({exc})') from exc
+        if arr.ndim != 4 or arr.shape[1] != 3 or arr.shape[0] < 1:
+            raise ReplayError(f'{src}: shape {arr.shape} is invalid: expected [S, 3, H, W]')
+        if not np.issubdtype(arr.dtype, np.floating):
+            raise ReplayError(f'{src}: dtype {arr.dtype} is invalid: expected floats in [0, 1]')
+        return torch.from_numpy(np.ascontiguousarray(arr, dtype=np.float32))
+    try:
+        if src.is_dir():
+            files = preprocess.list_images(src)
+            return preprocess.load_images(files, image_size, patch_size)
+        if src.suffix.lower() in VIDEO_SUFFIXES:
+            return preprocess.load_video(src, fps, image_size, patch_size)
+        return preprocess.load_images([src], image_size, patch_size)
+    except (OSError, ValueError) as exc:
+        raise ReplayError(str(exc)) from exc
+
+
+def run(args: argparse.Namespace) -> dict:
+    """Load, run and write; return a short summary (frames, keyframes, windows)."""
+    from lingbot_ros.streaming.engine import Engine, EngineError
+    from lingbot_ros.streaming.trajectory import write_npz, write_tum
+
+    try:
+        stream_cfg = stream_config(args)
+        engine_cfg = EngineConfig(
+            checkpoint=args.checkpoint, preset=args.preset or 'tiny',
+            model_config=args.model_config, device=args.device, dtype=args.dtype,
+            attention_backend=args.attention_backend, seed=args.seed).validate()
+        engine = Engine.load(engine_cfg)
+    except (ConfigError, EngineError) as exc:
+        raise ReplayError(str(exc)) from exc
+    images = load_input(args.images, stream_cfg.image_size, engine.model_config.patch_size,
+                        args.fps)
+    stamps = [int(round(i * 1e9 / args.fps)) for i in range(images.shape[0])]
+    session = engine.new_session('replay', stream_cfg)
+    bar = _progress(images.shape[0], args.quiet)
+    try:
+        out = session.run(images, stamps, progress=bar.update_to if bar else None)
+    except ValueError as exc:
+        raise ReplayError(str(exc)) from exc
+    finally:
+        if bar:
+            bar.close()
+    try:
+        if args.out:
+            write_npz(args.out, out.arrays)
+        if args.trajectory:
+            write_tum(args.trajectory, [r.stamp_ns * 1e-9 for r in out.results],
+                      [r.pose_c2w for r in out.results])
+        if args.kv_stats:
+            Path(args.kv_stats).write_text(json.dumps({'steps': out.kv_stats}, indent=1))
+    except OSError as exc:
+        raise ReplayError(f'cannot write output: {exc}') from exc
+    return {'frames': len(out.results), 'keyframes': int(out.arrays['is_keyframe'].sum()),
+            'windows': session.window_index + 1, 'model': engine.description}
+
+
+def _progress(total: int, quiet: bool) -> Any:
+    if quiet:
+        return None
+    from tqdm import tqdm
+
+    class _Bar(tqdm):
+        def update_to(self, done: int) -> None:
+            self.update(done - self.n)
+
+    return _Bar(total=total, desc='replay', unit='frame', disable=None, file=sys.stderr)
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    """Console entry point; returns the exit code (0 ok, 2 user error)."""
+    args = build_parser().parse_args(argv)
+    try:
+        summary = run(args)
+    except ReplayError as exc:
+        print(f'lingbot-ros-replay: error: {exc}', file=sys.stderr)
+        return 2
+    if not args.quiet:
+        print(f"{summary['frames']} frames, {summary['keyframes']} keyframes, "
+              f"{summary['windows']} window(s); model: {summary['model']}", file=sys.stderr)
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())

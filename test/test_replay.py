@@ -1,0 +1,148 @@
+# Copyright 2026 The lingbot_ros Authors
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""``lingbot-ros-replay`` in-process: fixture reproduction, inputs, flags, errors."""
+
+import json
+from pathlib import Path
+
+from lingbot_ros.streaming.trajectory import read_tum
+from lingbot_ros.tools.replay import main
+import numpy as np
+import pytest
+
+DATA = Path(__file__).resolve().parent / 'data' / 'parity'
+BASIC = DATA / 'basic'
+FIXTURE_ARGS = ['--model-config', str(BASIC / 'config.json'),
+                '--checkpoint', str(BASIC / 'weights.safetensors'), '--device', 'cpu', '--quiet']
+POSE_TOL = {'atol': 1e-5, 'rtol': 1e-4}
+DENSE_TOL = {'atol': 1e-4, 'rtol': 1e-4}
+
+
+def _compare(mine, ref, frames=slice(None)):
+    for key in ref.files:
+        expected = ref[key][frames]
+        assert mine[key].shape == expected.shape, key
+        if key in ('frame_type', 'is_keyframe'):
+            np.testing.assert_array_equal(mine[key], expected, err_msg=key)
+        else:
+            tol = DENSE_TOL if key in ('depth', 'depth_conf', 'intrinsic') else POSE_TOL
+            np.testing.assert_allclose(mine[key], expected, err_msg=key, **tol)
+
+
+@pytest.fixture(scope='module')
+def basic_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp('replay')
+    rc = main(FIXTURE_ARGS + ['--images', str(BASIC / 'images.npy'),
+                              '--out', str(out / 'o.npz'), '--trajectory', str(out / 't.tum'),
+                              '--kv-stats', str(out / 'kv.json')])
+    return rc, out
+
+
+def test_replay_reproduces_basic_fixture(basic_run):
+    rc, out = basic_run
+    assert rc == 0
+    ref = np.load(BASIC / 'outputs.npz')
+    mine = np.load(out / 'o.npz')
+    assert set(ref.files) <= set(mine.files)
+    _compare(mine, ref)
+
+
+def test_replay_trajectory_is_camera_to_world_tum(basic_run):
+    _, out = basic_run
+    stamps, poses = read_tum(out / 't.tum')
+    ref = np.load(BASIC / 'outputs.npz')
+    assert len(stamps) == 12 and np.all(np.diff(stamps) > 0)
+    # [R(q) | T] of the encoding is camera-to-world in this package (spec section 8)
+    np.testing.assert_allclose(poses[:, :3, :4], ref['extrinsic_w2c'], atol=1e-5)
+
+
+def test_replay_kv_stats_file(basic_run):
+    _, out = basic_run
+    mine = json.loads((out / 'kv.json').read_text())['steps']
+    ref = json.loads((BASIC / 'kv_stats.json').read_text())['steps']
+    assert [m['agg_attended_kv_tokens_block0'] for m in mine] == \
+        [r['agg_attended_kv_tokens_block0'] for r in ref]
+    assert [m['after_forward']['visible_kv_tokens'] for m in mine] == \
+        [r['after_forward']['visible_kv_tokens'] for r in ref]
+
+
+def test_flags_override_the_config_block(tmp_path):
+    images = tmp_path / 'seven.npy'
+    np.save(images, np.load(BASIC / 'images.npy')[:7])
+    rc = main(FIXTURE_ARGS + ['--images', str(images), '--out', str(tmp_path / 'o.npz'),
+                              '--keyframe-interval', '2', '--scale-frames', '4'])
+    assert rc == 0
+    frame_type = np.load(tmp_path / 'o.npz')['frame_type']
+    assert list(frame_type) == [0, 0, 0, 0, 1, 2, 1]
+
+
+def test_image_folder_is_preprocessed_as_the_reference(tmp_path):
+    """The shipped PNGs of frames 0-2, replayed, give the fixture's scale-phase outputs."""
+    folder = DATA / 'preprocess' / 'inputs' / 'chelsea_sweep'
+    rc = main(FIXTURE_ARGS + ['--images', str(folder), '--image-size', '84',
+                              '--out', str(tmp_path / 'o.npz')])
+    assert rc == 0
+    _compare(np.load(tmp_path / 'o.npz'), np.load(BASIC / 'outputs.npz'), slice(0, 3))
+
+
+def test_video_input(tmp_path):
+    cv2 = pytest.importorskip('cv2')
+    path = tmp_path / 'clip.avi'
+    writer = cv2.VideoWriter(str(path), cv2.VideoWriter_fourcc(*'MJPG'), 10, (84, 56))
+    if not writer.isOpened():
+        pytest.skip('no MJPG encoder in this OpenCV build')
+    rng = np.random.default_rng(0)
+    for _ in range(5):
+        writer.write(rng.integers(0, 256, (56, 84, 3), dtype=np.uint8))
+    writer.release()
+    rc = main(['--preset', 'tiny', '--device', 'cpu', '--quiet', '--images', str(path),
+               '--image-size', '84', '--scale-frames', '2', '--out', str(tmp_path / 'o.npz')])
+    assert rc == 0
+    out = np.load(tmp_path / 'o.npz')
+    assert out['depth'].shape == (5, 56, 84, 1) and list(out['frame_type'][:3]) == [0, 0, 1]
+
+
+def _error(capsys, argv):
+    rc = main(argv)
+    err = capsys.readouterr().err.strip()
+    assert rc == 2 and len(err.splitlines()) == 1 and err.startswith('lingbot-ros-replay: error')
+    return err
+
+
+def test_errors_are_one_line_with_exit_code_2(tmp_path, capsys):
+    missing = tmp_path / 'none.npy'
+    assert str(missing) in _error(capsys, FIXTURE_ARGS + ['--images', str(missing)])
+
+    folder = tmp_path / 'imgs'
+    folder.mkdir()
+    (folder / '000.png').write_bytes(b'not a png at all')
+    assert '000.png' in _error(capsys, FIXTURE_ARGS + ['--images', str(folder)])
+
+    bad = tmp_path / 'bad.npy'
+    np.save(bad, np.zeros((3, 42, 84), np.float32))
+    assert 'expected [S, 3, H, W]' in _error(capsys, FIXTURE_ARGS + ['--images', str(bad)])
+
+    weights = str(BASIC / 'weights.safetensors')
+    err = _error(capsys, ['--preset', 'tiny', '--checkpoint', weights, '--device', 'cpu',
+                          '--images', str(BASIC / 'images.npy'), '--quiet'])
+    assert weights in err and 'pos_embed' in err
+
+    err = _error(capsys, ['--checkpoint', str(tmp_path / 'w.pt'), '--images',
+                          str(BASIC / 'images.npy'), '--quiet'])
+    assert 'w.pt' in err and 'no such file' in err
+
+    err = _error(capsys, FIXTURE_ARGS + ['--images', str(BASIC / 'images.npy'),
+                                         '--sliding-window', '0'])
+    assert 'sliding_window=0' in err
