@@ -12,4 +12,23 @@
 # See the License for the specific language governing permissions and
 # limitations under the License.
 
-"""The paged KV cache and attention over it; knows nothing of the model."""
+"""
+The paged KV cache and attention over it; knows nothing of the model.
+
+Public API (see each module): :class:`PagedStreamCache` (one stream; a drop-in for
+:class:`DenseStreamCache`), :class:`StreamBatch` (several streams of one pool, one
+attention call per layer), :class:`StreamLayout` with :func:`aggregator_layout` and
+:func:`camera_head_layout` (bounds and pool-size formula), :class:`KVPool`,
+:class:`CacheOverflow` (the typed overflow event), :class:`CacheStats`.
+"""
+
+from .batch import StreamBatch
+from .dense import DenseStreamCache
+from .layout import aggregator_layout, camera_head_layout, StreamLayout
+from .overflow import CacheOverflow
+from .pool import KVPool
+from .stats import CacheStats
+from .stream import PagedStreamCache
+
+__all__ = ['aggregator_layout', 'CacheOverflow', 'CacheStats', 'camera_head_layout',
+           'DenseStreamCache', 'KVPool', 'PagedStreamCache', 'StreamBatch', 'StreamLayout']

@@ -73,12 +73,16 @@ def resolve_backend(requested: str, device: torch.device, streams: int = 1) -> t
     return 'flashinfer', 'auto: batch of streams on CUDA -> FlashInfer paged prefill'
 
 
+# Kernel preference for the dense path on CUDA, first choice first (names of SDPBackend
+# members, lower case). cuDNN first: fastest measured on the H200 for this shape.
+SDPA_ORDER = ('cudnn_attention', 'flash_attention', 'efficient_attention', 'math')
+
+
 def _sdpa_context(device: torch.device):
     if device.type != 'cuda':
         return contextlib.nullcontext()
     from torch.nn.attention import sdpa_kernel, SDPBackend
-    order = [SDPBackend.CUDNN_ATTENTION, SDPBackend.FLASH_ATTENTION,
-             SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH]
+    order = [getattr(SDPBackend, name.upper()) for name in SDPA_ORDER]
     return sdpa_kernel(order, set_priority=True)
 
 

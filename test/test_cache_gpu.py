@@ -1,0 +1,110 @@
+# Copyright 2026 The lingbot_ros Authors
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+FlashInfer paged prefill against the contiguous SDPA path on CUDA (skipped on the CPU).
+
+A run of 60 frames (interval keyframes and rolled-back non-keyframes, a window of 8)
+evicts dozens of times; at every layer of every frame the FlashInfer output must equal
+the SDPA output within bf16 tolerance, and both must stay near the fp32 dense reference.
+Run on the GPU machine with ``-s`` to print the largest differences.
+"""
+
+from lingbot_ros.cache.backends import flashinfer_module
+from lingbot_ros.cache.batch import StreamBatch
+from lingbot_ros.cache.dense import DenseStreamCache
+from lingbot_ros.cache.layout import StreamLayout
+from lingbot_ros.cache.pool import KVPool
+from lingbot_ros.cache.stream import PagedStreamCache
+import pytest
+import torch
+
+if not torch.cuda.is_available():
+    pytest.skip('no CUDA device: FlashInfer/SDPA GPU checks need one', allow_module_level=True)
+if flashinfer_module()[0] is None:
+    pytest.skip(flashinfer_module()[1], allow_module_level=True)
+
+HEADS, HEAD_DIM, LAYERS = 16, 64, 2
+BF16_ATOL = 2e-2          # bf16 keys/values, different summation order
+REF_ATOL = 5e-2           # bf16 storage against the fp32 dense reference
+LAYOUT = StreamLayout(special_tokens=6, patch_tokens=972, scale_frames=2, sliding_window=8,
+                      special_capacity=128)
+
+
+def _frames(count: int, seed: int):
+    """Yield (keyframe, q, k, v) per frame: every other frame after the scale phase."""
+    gen = torch.Generator(device='cuda').manual_seed(seed)
+    tokens = LAYOUT.tokens_per_frame
+    for i in range(count):
+        keyframe = i < LAYOUT.scale_frames or i % 2 == 0
+        yield keyframe, [tuple(torch.randn(1, HEADS, tokens, HEAD_DIM, device='cuda',
+                                           generator=gen) for _ in range(3))
+                         for _ in range(LAYERS)]
+
+
+def test_flashinfer_equals_sdpa_over_many_evictions():
+    caches = {name: PagedStreamCache.allocate(LAYOUT, LAYERS, HEADS, HEAD_DIM,
+                                              torch.bfloat16, 'cuda', backend=name)
+              for name in ('sdpa', 'flashinfer')}
+    dense = DenseStreamCache(LAYOUT.special_tokens, LAYOUT.scale_frames, LAYOUT.sliding_window)
+    worst = {'fi_vs_sdpa': 0.0, 'sdpa_vs_fp32': 0.0}
+    with torch.inference_mode():
+        for keyframe, layers in _frames(60, seed=0):
+            defer = not keyframe
+            for c in (*caches.values(), dense):
+                c.begin(1, defer)
+            for layer, (q, k, v) in enumerate(layers):
+                ref = dense.attend(layer, q, k, v)
+                q16, k16, v16 = (t.bfloat16() for t in (q, k, v))
+                a = caches['sdpa'].attend(layer, q16, k16, v16).float()
+                b = caches['flashinfer'].attend(layer, q16, k16, v16).float()
+                worst['fi_vs_sdpa'] = max(worst['fi_vs_sdpa'], (a - b).abs().max().item())
+                worst['sdpa_vs_fp32'] = max(worst['sdpa_vs_fp32'], (a - ref).abs().max().item())
+            for c in (*caches.values(), dense):
+                c.commit() if keyframe else c.rollback()
+    print('max abs difference', worst, 'evictions', dense.evictions)
+    assert dense.evictions >= 15
+    assert caches['sdpa'].evictions == caches['flashinfer'].evictions == dense.evictions
+    assert worst['fi_vs_sdpa'] <= BF16_ATOL
+    assert worst['sdpa_vs_fp32'] <= REF_ATOL
+
+
+def test_batched_flashinfer_equals_separate_sdpa_runs():
+    streams = 3
+    pool = KVPool([LAYOUT] * streams, LAYERS, HEADS, HEAD_DIM, torch.bfloat16, 'cuda')
+    shared = [PagedStreamCache(pool, i) for i in range(streams)]
+    batch = StreamBatch(shared, backend='flashinfer')
+    alone = [PagedStreamCache.allocate(LAYOUT, LAYERS, HEADS, HEAD_DIM, torch.bfloat16,
+                                       'cuda', backend='sdpa') for _ in range(streams)]
+    worst = 0.0
+    runs = [list(_frames(40, seed=s)) for s in range(streams)]
+    with torch.inference_mode():
+        for step in range(40):
+            keep = [runs[s][step][0] for s in range(streams)]
+            for group in (shared, alone):
+                for c, kf in zip(group, keep):
+                    c.begin(1, not kf)
+            for layer in range(LAYERS):
+                q, k, v = (torch.cat([runs[s][step][1][layer][j] for s in range(streams)])
+                           .bfloat16() for j in range(3))
+                out = batch.attend(layer, q, k, v).float()
+                for s in range(streams):
+                    sl = slice(s, s + 1)
+                    one = alone[s].attend(layer, q[sl], k[sl], v[sl]).float()
+                    worst = max(worst, (out[sl] - one).abs().max().item())
+            for group in (shared, alone):
+                for c, kf in zip(group, keep):
+                    c.commit() if kf else c.rollback()
+    print('batched max abs difference', worst, 'backend', batch.backend_reason)
+    assert worst <= BF16_ATOL
