@@ -18,14 +18,16 @@ Streaming parity with the reference: whole runs against the public fixtures.
 ``basic`` (every frame a keyframe) against ``outputs.npz`` / ``kv_stats.json``;
 ``keyframes`` (interval 2) against the paged back end's ``outputs_paged.npz`` /
 ``kv_stats_paged.json``, the behaviour issue 4 asks for. Tolerances are the
-fixtures README's float32 bounds. Attended key counts are measured, not derived: a
-probe wrapped around the injected caches counts the keys each attention call sees.
+fixtures README's float32 bounds. Both cache back ends are run: the dense reference
+and the paged cache (the engine's default, SDPA on the CPU). Attended key counts are
+measured, not derived: a probe wrapped around the injected caches counts the keys each
+attention call sees.
 """
 
 import json
 from pathlib import Path
 
-from lingbot_ros.streaming.caches import dense_cache_factory
+from lingbot_ros.streaming.caches import dense_cache_factory, paged_cache_factory
 from lingbot_ros.streaming.config import EngineConfig, StreamConfig
 from lingbot_ros.streaming.engine import Engine
 import numpy as np
@@ -78,15 +80,18 @@ class _Probe:
         return getattr(self._inner, name)
 
 
-def _probing_factory(log_agg, log_cam, trunk_depth):
+FACTORIES = {'dense': dense_cache_factory, 'paged': paged_cache_factory}
+
+
+def _probing_factory(base, log_agg, log_cam, trunk_depth):
     def factory(spec):
-        agg, cam = dense_cache_factory(spec)
+        agg, cam = base(spec)
         cam_layers = set(range(0, spec.camera_layers, trunk_depth))
         return _Probe(agg, {0}, log_agg), _Probe(cam, cam_layers, log_cam)
     return factory
 
 
-def _run(name, keyframe_interval=None, factory=None):
+def _run(name, factory=None):
     d = DATA / name
     cfg = json.loads((d / 'config.json').read_text())
     engine = Engine.load(EngineConfig(checkpoint=str(d / 'weights.safetensors'),
@@ -96,17 +101,18 @@ def _run(name, keyframe_interval=None, factory=None):
     args, ctor = cfg['inference']['args'], cfg['constructor_args']
     stream = StreamConfig(scale_frames=args['num_scale_frames'],
                           sliding_window=ctor['kv_cache_sliding_window'],
-                          keyframe_interval=keyframe_interval or args['keyframe_interval'])
+                          keyframe_interval=args['keyframe_interval'])
     images = torch.from_numpy(np.load(d / 'images.npy'))
     return engine.new_session(name, stream).run(images)
 
 
-@pytest.fixture(scope='module')
-def probed():
+@pytest.fixture(scope='module', params=sorted(FACTORIES))
+def probed(request):
+    base = FACTORIES[request.param]
     runs = {}
     for name in ('basic', 'keyframes'):
         logs = ([], [])
-        out = _run(name, factory=lambda depth, logs=logs: _probing_factory(*logs, depth))
+        out = _run(name, factory=lambda depth, logs=logs: _probing_factory(base, *logs, depth))
         runs[name] = (out, logs)
     return runs
 

@@ -19,7 +19,8 @@ A session needs, per window, one cache for the aggregator's global blocks and on
 for the camera head. Both speak the frame transaction (``begin`` / ``attend`` /
 ``commit`` / ``rollback`` / ``reset``) and expose ``frames`` (committed frames) and
 ``patch_frames_resident``. Which class implements them is the factory's business;
-:func:`dense_cache_factory` uses the dense reference cache.
+:func:`paged_cache_factory` uses the paged cache (pools allocated once per window
+shape, sized from the spec); :func:`dense_cache_factory` the dense reference.
 """
 
 from __future__ import annotations
@@ -79,4 +80,28 @@ def dense_cache_factory(spec: CacheSpec) -> 'tuple[StreamCache, StreamCache]':
     agg = DenseStreamCache(special_tokens=spec.special_tokens, scale_frames=spec.scale_frames,
                            sliding_window=spec.sliding_window)
     camera = DenseStreamCache(special_tokens=1, scale_frames=0, sliding_window=1)
+    return agg, camera
+
+
+def paged_cache_factory(spec: CacheSpec) -> 'tuple[StreamCache, StreamCache]':
+    """
+    Paged caches sized from the spec; their memory is allocated here, once.
+
+    The aggregator pool holds ``scale_frames + sliding_window + 1`` patch pages and the
+    special tokens of ``max_frames`` frames; the camera head's holds ``max_frames``
+    tokens per layer in float32 (the head runs in float32 under any autocast).
+    """
+    from lingbot_ros.cache.layout import aggregator_layout, camera_head_layout
+    from lingbot_ros.cache.stream import PagedStreamCache
+    agg_layout = aggregator_layout(
+        patch_tokens=spec.patches_per_frame, scale_frames=spec.scale_frames,
+        sliding_window=spec.sliding_window, special_capacity=spec.max_frames,
+        special_tokens=spec.special_tokens)
+    agg = PagedStreamCache.allocate(agg_layout, spec.global_layers, spec.global_heads,
+                                    spec.global_head_dim, spec.dtype, spec.device,
+                                    spec.backend)
+    camera = PagedStreamCache.allocate(camera_head_layout(capacity=spec.max_frames),
+                                       spec.camera_layers, spec.camera_heads,
+                                       spec.camera_head_dim, torch.float32, spec.device,
+                                       'sdpa')
     return agg, camera

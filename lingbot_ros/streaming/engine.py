@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from lingbot_ros.model.config import ConfigError, ModelConfig
-from lingbot_ros.streaming.caches import CacheFactory, dense_cache_factory
+from lingbot_ros.streaming.caches import CacheFactory, paged_cache_factory
 from lingbot_ros.streaming.config import EngineConfig, StreamConfig
 from lingbot_ros.streaming.session import Prepared, Session, SessionContext
 import numpy as np
@@ -76,13 +76,8 @@ def _model_config(cfg: EngineConfig) -> ModelConfig:
 
 
 def default_cache_factory(backend: str) -> CacheFactory:
-    """Pick the paged cache when the cache package provides one, else the dense one."""
-    try:
-        from lingbot_ros.cache import paged  # noqa: F401 (optional until it lands)
-    except ImportError:
-        return dense_cache_factory
-    factory = getattr(paged, 'session_cache_factory', None)
-    return factory if factory is not None else dense_cache_factory
+    """Pick the paged cache (the bounded one); the dense cache stays the tests' yardstick."""
+    return paged_cache_factory
 
 
 class Engine:
