@@ -1,0 +1,186 @@
+# Copyright 2026 The lingbot_ros Authors
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+``lingbot-ros-bench``: the performance harness (prints numbers, asserts nothing).
+
+Runs a streaming session over a synthetic, smoothly moving image stack and reports
+milliseconds per frame (all frames, and steady state once the window is full), peak
+device memory and, with ``--compare-fp32``, how far the poses of the chosen dtype
+drift from a float32 run of the same weights and images. Random weights by default:
+speed does not depend on their values.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+from pathlib import Path
+import statistics
+import sys
+import time
+from typing import Optional, Sequence
+
+from lingbot_ros.streaming.config import EngineConfig, StreamConfig
+from lingbot_ros.streaming.engine import Engine
+import numpy as np
+import torch
+
+
+def synthetic_stack(frames: int, height: int, width: int, seed: int = 0) -> torch.Tensor:
+    """
+    Return ``[S, 3, H, W]`` in [0, 1]: a smooth random texture panned across frames.
+
+    Deterministic for a seed; content only matters in that it is not constant.
+    """
+    gen = torch.Generator().manual_seed(seed)
+    big = torch.rand(1, 3, height // 8 + 8, (width + 4 * frames) // 8 + 8, generator=gen)
+    big = torch.nn.functional.interpolate(big, scale_factor=8, mode='bicubic',
+                                          align_corners=False).clamp(0, 1)[0]
+    return torch.stack([big[:, :height, 4 * i:4 * i + width] for i in range(frames)])
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == 'cuda':
+        torch.cuda.synchronize(device)
+
+
+def run_once(engine: Engine, stream: StreamConfig, images: torch.Tensor) -> dict:
+    """Stream ``images`` through a fresh session; return per-call times and pose codes."""
+    session = engine.new_session('bench', stream)
+    device = engine.device
+    marks = []
+
+    def progress(done: int) -> None:
+        _sync(device)
+        marks.append((done, time.perf_counter()))
+
+    _sync(device)
+    start = time.perf_counter()
+    out = session.run(images, progress=progress)
+    per_call, last_t, last_n = [], start, 0
+    for done, t in marks:
+        if done > last_n:
+            per_call.append(((t - last_t) * 1e3, done - last_n))
+        last_t, last_n = t, done
+    return {'calls': per_call, 'pose_enc': out.arrays['pose_enc'], 'stats': session.stats()}
+
+
+def summarise(calls: list, steady_after: int) -> dict:
+    """Milliseconds per frame: overall, streaming-only, steady state (window full)."""
+    stream = [ms for ms, n in calls[1:]]       # calls after the scale call, one frame each
+    steady = stream[steady_after:] or stream
+    total_ms = sum(ms for ms, _ in calls)
+    total_frames = sum(n for _, n in calls)
+    q = sorted(steady)
+    return {
+        'frames': total_frames,
+        'ms_per_frame_overall': total_ms / max(total_frames, 1),
+        'scale_call_ms': calls[0][0] if calls else math.nan,
+        'stream_ms_median': statistics.median(stream) if stream else math.nan,
+        'steady_ms_median': statistics.median(steady) if steady else math.nan,
+        'steady_ms_p90': q[int(0.9 * (len(q) - 1))] if q else math.nan,
+        'steady_fps': 1e3 / statistics.median(steady) if steady else math.nan,
+    }
+
+
+def pose_drift(a: np.ndarray, b: np.ndarray) -> dict:
+    """Largest differences between two pose-code runs: translation, rotation, fov."""
+    qa = a[:, 3:7] / np.linalg.norm(a[:, 3:7], axis=1, keepdims=True)
+    qb = b[:, 3:7] / np.linalg.norm(b[:, 3:7], axis=1, keepdims=True)
+    cos = np.clip(np.abs(np.sum(qa * qb, axis=1)), 0.0, 1.0)
+    scale = max(float(np.abs(b[:, :3]).max()), 1e-9)
+    return {
+        'translation_max_abs': float(np.abs(a[:, :3] - b[:, :3]).max()),
+        'translation_max_rel': float(np.abs(a[:, :3] - b[:, :3]).max() / scale),
+        'rotation_max_deg': float(np.degrees(2 * np.arccos(cos)).max()),
+        'fov_max_abs_rad': float(np.abs(a[:, 7:] - b[:, 7:]).max()),
+    }
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog='lingbot-ros-bench', description=__doc__.split('\n')[1])
+    p.add_argument('--preset', default='release')
+    p.add_argument('--checkpoint', default=None)
+    p.add_argument('--device', default='auto')
+    p.add_argument('--dtype', default='bfloat16', choices=['float32', 'bfloat16', 'float16'])
+    p.add_argument('--backend', default='auto', choices=['auto', 'sdpa', 'flashinfer'])
+    p.add_argument('--height', type=int, default=378)
+    p.add_argument('--width', type=int, default=504)
+    p.add_argument('--frames', type=int, default=100)
+    p.add_argument('--scale-frames', type=int, default=8)
+    p.add_argument('--sliding-window', type=int, default=64)
+    p.add_argument('--keyframe-interval', type=int, default=1)
+    p.add_argument('--camera-iterations', type=int, default=4)
+    p.add_argument('--warmup', type=int, default=1, help='untimed runs before the timed one')
+    p.add_argument('--compare-fp32', action='store_true',
+                   help='also run in float32 and report the pose drift')
+    p.add_argument('--seed', type=int, default=0)
+    p.add_argument('--out', type=Path, default=None, help='write the numbers as JSON')
+    return p
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    """Run the benchmark; print a table; optionally write JSON."""
+    args = _parser().parse_args(argv)
+    stream = StreamConfig(scale_frames=args.scale_frames, sliding_window=args.sliding_window,
+                          keyframe_interval=args.keyframe_interval,
+                          camera_iterations=args.camera_iterations,
+                          max_window_frames=max(args.frames, args.scale_frames + 1))
+    images = synthetic_stack(args.frames, args.height, args.width, args.seed)
+    results = {'args': {k: str(v) for k, v in vars(args).items()}}
+    runs = {}
+    dtypes = [args.dtype] + (['float32'] if args.compare_fp32 and args.dtype != 'float32'
+                             else [])
+    for dtype in dtypes:
+        engine = Engine.load(EngineConfig(checkpoint=args.checkpoint, preset=args.preset,
+                                          device=args.device, dtype=dtype,
+                                          attention_backend=args.backend, seed=args.seed))
+        for _ in range(args.warmup):
+            run_once(engine, stream, images[:args.scale_frames + 4])
+        if engine.device.type == 'cuda':
+            torch.cuda.reset_peak_memory_stats(engine.device)
+        run = run_once(engine, stream, images)
+        summary = summarise(run['calls'], steady_after=args.sliding_window)
+        if engine.device.type == 'cuda':
+            summary['peak_memory_gib'] = torch.cuda.max_memory_allocated(engine.device) / 2**30
+            summary['gpu'] = torch.cuda.get_device_name(engine.device)
+        summary.update(device=str(engine.device), backend=engine.backend, dtype=dtype,
+                       model=engine.description, stats=run['stats'].as_dict())
+        runs[dtype] = run
+        results[dtype] = summary
+        del engine
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
+    if len(runs) == 2:
+        results['drift_vs_float32'] = pose_drift(runs[args.dtype]['pose_enc'],
+                                                 runs['float32']['pose_enc'])
+    print(json.dumps(results, indent=2, default=str))
+    for dtype in dtypes:
+        r = results[dtype]
+        print(f"{dtype:9s} {args.height}x{args.width} {r['frames']} frames: "
+              f"{r['ms_per_frame_overall']:.1f} ms/frame overall, steady median "
+              f"{r['steady_ms_median']:.1f} ms (p90 {r['steady_ms_p90']:.1f}), "
+              f"{r['steady_fps']:.1f} FPS, backend {r['backend']}")
+    if 'drift_vs_float32' in results:
+        print('drift vs float32:', results['drift_vs_float32'])
+    if args.out is not None:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(results, indent=2, default=str))
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())
