@@ -445,3 +445,26 @@ def test_overlap_alignment_maps_anchor_and_scale():
     np.testing.assert_allclose(sim.translation, true_t, atol=1e-12)
     assert lower_median(np.array([4.0, 1.0, 3.0, 2.0])) == 2.0
     assert align_overlap(prev, curr).scale == 1.0
+
+
+def test_live_frames_through_the_engine_match_the_array_path():
+    """``step`` on raw uint8 frames equals ``run`` on the preprocessed stack."""
+    from lingbot_ros.streaming.preprocess import preprocess_frame
+    engine = Engine.load(EngineConfig(preset='tiny', device='cpu', seed=1))
+    cfg = StreamConfig(scale_frames=2, sliding_window=2, image_size=84)
+    rng = np.random.default_rng(4)
+    frames = [rng.integers(0, 256, (90, 168, 3), dtype=np.uint8) for _ in range(5)]
+    live = engine.new_session('live', cfg)
+    results = []
+    for i, f in enumerate(frames):
+        results += live.step(f, 10 + i)
+    prepared = [preprocess_frame(f, 'cpu', 84, 14) for f in frames]
+    ref = engine.new_session('ref', cfg).run(torch.stack([t for t, _ in prepared]))
+    assert [r.stamp_ns for r in results] == [10, 11, 12, 13, 14]
+    np.testing.assert_array_equal(np.stack([r.pose_enc for r in results]),
+                                  ref.arrays['pose_enc'])
+    r, plan = results[-1], prepared[-1][1]
+    assert r.input_hw == (90, 168) and r.model_hw == (42, 84) and r.colors.shape == (42, 84, 3)
+    expect = plan.intrinsics_to_input(torch.from_numpy(r.intrinsics_model)).numpy()
+    np.testing.assert_allclose(r.intrinsics, expect, atol=1e-9)
+    assert r.intrinsics[0, 0] == pytest.approx(r.intrinsics_model[0, 0] * 2)
