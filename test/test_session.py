@@ -291,11 +291,12 @@ def _world(n):
             for i in range(n)}
 
 
-def test_windows_bound_the_time_index_and_stay_in_one_frame():
+@pytest.mark.parametrize('with_depth', [True, False])
+def test_windows_bound_the_time_index_and_stay_in_one_frame(with_depth):
     world = _world(40)
     model = FakeModel(world=world)
-    s = _session(model, max_frame_num=9, scale_frames=3, keyframe_interval=2,
-                 sliding_window=2)
+    s = _session(model, max_frame_num=9 if with_depth else 5, scale_frames=3,
+                 keyframe_interval=2, sliding_window=2, with_depth=with_depth)
     out = _feed(s, range(40))
     assert max(c['time'] for c in model.calls) < 9
     reseeds = [c for c in model.calls if c['first']][1:]
@@ -307,7 +308,10 @@ def test_windows_bound_the_time_index_and_stay_in_one_frame():
         ri, ci, _ = world[r.index]
         np.testing.assert_allclose(r.pose_c2w[:3, :3], r0.T @ ri, atol=1e-5)
         np.testing.assert_allclose(r.pose_c2w[:3, 3], r0.T @ (ci - c0) / d0, atol=1e-5)
-        np.testing.assert_allclose(r.depth, world[r.index][2] / d0, rtol=1e-5)
+        if with_depth:
+            np.testing.assert_allclose(r.depth, world[r.index][2] / d0, rtol=1e-5)
+        else:
+            assert r.depth is None
 
 
 def test_cache_overflow_opens_a_window_instead_of_crashing():

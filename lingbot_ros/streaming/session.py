@@ -31,7 +31,10 @@ Windows bound memory and the RoPE table: before the time index would reach
 ``max_window_frames`` (at most the model's ``max_frame_num``) the session opens a new
 window: fresh caches, the last ``scale_frames`` committed frames re-run as its scale
 frames, and a Sim(3) from that overlap (see :mod:`~lingbot_ros.streaming.windows`)
-maps the new window's poses and depths into the first window's frame.
+maps the new window's poses and depths into the first window's frame. The keyframes
+that will seed the next window always compute depth (the Sim(3) scale needs it); an
+unplanned window (a cache overflow) with depth off keeps scale 1. If re-running the
+overlap fails, the stream restarts with a fresh scale phase (a new map frame).
 """
 
 from __future__ import annotations
@@ -255,7 +258,10 @@ class Session:
 
         ``[]`` while the scale frames are buffered, then all of their results at once,
         then one result per frame. A frame of another size than the stream's first
-        raises ``ValueError`` and changes nothing (reset to change size).
+        raises ``ValueError`` and changes nothing (reset to change size). A model call
+        that fails (exception, non-finite output: :class:`FrameRejected`) is rolled
+        back; if it was the scale call, its buffered frames are dropped and the scale
+        phase starts over.
         """
         if not isinstance(image_rgb, np.ndarray) or image_rgb.dtype != np.uint8 \
                 or image_rgb.ndim != 3 or image_rgb.shape[2] != 3:
@@ -356,9 +362,10 @@ class Session:
                          overlap=deque(maxlen=self._cfg.scale_frames))
         self._window = window
         try:
+            seeds_next = len(entries) > self.window_limit - self._cfg.scale_frames
             host, model_ms = self._forward(
                 window, images, first=True, scale=True, defer=False,
-                with_depth=self._cfg.with_depth, phase='scale',
+                with_depth=self._cfg.with_depth or seeds_next, phase='scale',
                 frames=range(self._index, self._index + len(entries)))
         except BaseException:
             self._window = None
@@ -368,10 +375,17 @@ class Session:
         for j, (prep, stamp) in enumerate(entries):
             rec = self._record(host, j, prep, stamp, FrameType.SCALE, window, model_ms)
             self._remember(window, prep, rec)
-            records.append(rec)
+            records.append(self._published(rec))
         self._last_kf = (self._index - 1, records[-1].result.pose_c2w,
                          records[-1].result.intrinsics_model)
         return records
+
+    def _published(self, rec: _Record) -> _Record:
+        """Drop depth computed only for internal use when the stream asked for none."""
+        if not self._cfg.with_depth and rec.result.depth is not None:
+            rec.result = replace(rec.result, depth=None, confidence=None, colors=None)
+            rec.depth_conf = None
+        return rec
 
     def _run_stream(self, prep: Prepared, stamp_ns: int) -> _Record:
         t0 = time.perf_counter()
@@ -381,7 +395,11 @@ class Session:
         first = self._stream_frames == 0
         since = self._index - self._last_kf[0]
         decision = self._policy.before(since, first)
-        needs_depth = self._cfg.with_depth or self._policy.needs_flow
+        # Depth is also needed by flow decisions and, for the Sim(3) scale, by the
+        # keyframes that will seed the next window (the last scale_frames of this one).
+        seeds_next = decision is True and \
+            window.time >= self.window_limit - self._cfg.scale_frames
+        needs_depth = self._cfg.with_depth or self._policy.needs_flow or seeds_next
         for attempt in (0, 1):
             try:
                 host, model_ms = self._forward(
@@ -419,10 +437,7 @@ class Session:
             self._rollbacks += 1
         timings = dict(rec.result.timings_ms, step=(time.perf_counter() - t0) * 1e3)
         rec.result = replace(rec.result, timings_ms=timings)
-        if not self._cfg.with_depth:
-            rec.result = replace(rec.result, depth=None, confidence=None, colors=None)
-            rec.depth_conf = None
-        return rec
+        return self._published(rec)
 
     def _open_window(self) -> None:
         """Start a new window seeded with the last committed frames, aligned by Sim(3)."""
