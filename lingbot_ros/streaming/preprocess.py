@@ -1,0 +1,395 @@
+# Copyright 2026 The lingbot_ros Authors
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+Images -> model input, exactly as the reference prepares them, for files and live frames.
+
+The reference resizes with Pillow's bicubic filter to width ``image_size`` and a height
+rounded to the patch size, then keeps the centre ``image_size`` rows of taller results,
+and scales to [0, 1]. Files go through Pillow itself. Live frames may instead use a
+torch re-implementation of Pillow's fixed-point resampler (integer arithmetic, so it is
+bit-identical on any device) that runs where the model runs; either way a camera frame
+and the same pixels read from a file give the same tensor.
+
+Every result comes with a :class:`FrameTransform` that maps model-grid intrinsics back
+to input pixels.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+import functools
+import importlib.metadata
+import io
+import math
+from pathlib import Path
+from typing import Iterator, List, Optional, Sequence, Tuple, Union
+import warnings
+
+import numpy as np
+import torch
+
+from ..model.pose import intrinsics_to_input
+
+IMAGE_EXTENSIONS = ('.jpg', '.jpeg', '.png')
+_BITS = 22  # Pillow's fixed-point precision for 8-bit resampling
+_LUT = torch.arange(256, dtype=torch.float32) / 255  # uint8 -> [0, 1], as ToTensor does
+
+PathLike = Union[str, Path]
+
+
+@dataclass(frozen=True)
+class FrameTransform:
+    """
+    How an input image became the model grid: a resize, then a crop or a pad.
+
+    Continuous pixel coordinates (edges on integers): resized = input * scale, and
+    model = resized - ``offset_xy`` (positive offset: rows/columns cropped; negative: pad).
+    """
+
+    input_hw: Tuple[int, int]
+    resized_hw: Tuple[int, int]
+    offset_xy: Tuple[int, int]
+    model_hw: Tuple[int, int]
+
+    @property
+    def scale_xy(self) -> Tuple[float, float]:
+        """Model pixels per input pixel, (x, y)."""
+        return (self.resized_hw[1] / self.input_hw[1], self.resized_hw[0] / self.input_hw[0])
+
+    def intrinsics_to_input(self, k: torch.Tensor) -> torch.Tensor:
+        """Map a model-grid pinhole ``[..., 3, 3]`` to the input image's pixels."""
+        return intrinsics_to_input(k, self.scale_xy, self.offset_xy)
+
+    def padded(self, model_hw: Tuple[int, int]) -> 'FrameTransform':
+        """Return the transform after centring this grid on a larger ``model_hw`` canvas."""
+        top = (model_hw[0] - self.model_hw[0]) // 2
+        left = (model_hw[1] - self.model_hw[1]) // 2
+        return FrameTransform(self.input_hw, self.resized_hw,
+                              (self.offset_xy[0] - left, self.offset_xy[1] - top), model_hw)
+
+
+def plan_transform(input_hw: Tuple[int, int], image_size: int = 518,
+                   patch_size: int = 14) -> FrameTransform:
+    """
+    Choose the model grid for an input size (the reference's ``crop`` mode).
+
+    Width becomes ``image_size``; height ``round(h * image_size / w / patch) * patch``
+    (Python rounding); results taller than ``image_size`` keep their centre rows.
+    """
+    h, w = int(input_hw[0]), int(input_hw[1])
+    if h < 1 or w < 1:
+        raise ValueError(f'image size {w}x{h} is invalid: expected at least 1x1')
+    if image_size < patch_size or image_size % patch_size:
+        raise ValueError(f'image_size={image_size} is invalid: expected a positive multiple '
+                         f'of patch_size ({patch_size})')
+    new_h = round(h * (image_size / w) / patch_size) * patch_size
+    if new_h < patch_size:
+        raise ValueError(f'image {w}x{h} is too wide: its height rounds to 0 patches')
+    top = (new_h - image_size) // 2 if new_h > image_size else 0
+    return FrameTransform((h, w), (new_h, image_size), (0, top),
+                          (min(new_h, image_size), image_size))
+
+
+# --- files (Pillow) ----------------------------------------------------------------------
+
+
+def _pil():
+    try:
+        from PIL import Image, ImageOps
+    except ImportError as exc:  # pragma: no cover - depends on the installation
+        raise ImportError('reading image files needs Pillow (pip install Pillow, '
+                          'or the python3-pil package)') from exc
+    return Image, ImageOps
+
+
+def _open_rgb(source, name: str):
+    """Open like the reference: EXIF orientation, RGBA over white, then RGB."""
+    image_mod, image_ops = _pil()
+    try:
+        img = image_mod.open(source)
+        img = image_ops.exif_transpose(img)
+        if img.mode == 'RGBA':
+            white = image_mod.new('RGBA', img.size, (255, 255, 255, 255))
+            img = image_mod.alpha_composite(white, img)
+        return img.convert('RGB')
+    except (OSError, ValueError, SyntaxError) as exc:
+        raise ValueError(f'{name}: not a readable image ({exc})') from exc
+
+
+def load_rgb(path: PathLike) -> np.ndarray:
+    """Read an image file as ``uint8 [H, W, 3]`` RGB, oriented and flattened as upstream."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f'{path}: no such image file')
+    return np.asarray(_open_rgb(path, str(path)))
+
+
+def _pil_to_model(img, plan: FrameTransform) -> torch.Tensor:
+    image_mod, _ = _pil()
+    new_h, new_w = plan.resized_hw
+    resized = img.resize((new_w, new_h), image_mod.Resampling.BICUBIC)
+    arr = np.asarray(resized)[plan.offset_xy[1]:plan.offset_xy[1] + plan.model_hw[0]]
+    return _LUT[torch.from_numpy(np.ascontiguousarray(arr.transpose(2, 0, 1)))
+                .long()]
+
+
+def _stack_padded(images: List[torch.Tensor], plans: List[FrameTransform]
+                  ) -> Tuple[torch.Tensor, List[FrameTransform]]:
+    """Centre differently sized grids on the largest one, filling with white (1.0)."""
+    hw = (max(p.model_hw[0] for p in plans), max(p.model_hw[1] for p in plans))
+    out = torch.ones((len(images), 3) + hw, dtype=torch.float32)
+    done = []
+    for i, (img, plan) in enumerate(zip(images, plans)):
+        top, left = (hw[0] - img.shape[1]) // 2, (hw[1] - img.shape[2]) // 2
+        out[i, :, top:top + img.shape[1], left:left + img.shape[2]] = img
+        done.append(plan.padded(hw))
+    return out, done
+
+
+def load_images_with_transforms(paths: Sequence[PathLike], image_size: int = 518,
+                                patch_size: int = 14
+                                ) -> Tuple[torch.Tensor, List[FrameTransform]]:
+    """Load and preprocess image files: ``float32 [S, 3, H, W]`` in [0, 1] and transforms."""
+    if not paths:
+        raise ValueError('no images given')
+    images, plans = [], []
+    for path in paths:
+        path = Path(path)
+        if not path.is_file():
+            raise FileNotFoundError(f'{path}: no such image file')
+        img = _open_rgb(path, str(path))
+        plan = plan_transform((img.height, img.width), image_size, patch_size)
+        images.append(_pil_to_model(img, plan))
+        plans.append(plan)
+    return _stack_padded(images, plans)
+
+
+def load_images(paths: Sequence[PathLike], image_size: int = 518,
+                patch_size: int = 14) -> torch.Tensor:
+    """Load and preprocess image files into ``float32 [S, 3, H, W]`` in [0, 1]."""
+    return load_images_with_transforms(paths, image_size, patch_size)[0]
+
+
+def list_images(folder: PathLike) -> List[Path]:
+    """Image files (.jpg/.jpeg/.png, any case) of a folder, sorted by name."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise FileNotFoundError(f'{folder}: no such folder')
+    files = sorted(p for p in folder.iterdir()
+                   if p.is_file() and p.suffix.lower() in IMAGE_EXTENSIONS)
+    if not files:
+        raise ValueError(f'{folder}: no .jpg/.jpeg/.png images in this folder')
+    return files
+
+
+def load_image_folder(folder: PathLike, image_size: int = 518,
+                      patch_size: int = 14) -> torch.Tensor:
+    """Preprocess every image of a folder (sorted by name) into ``float32 [S, 3, H, W]``."""
+    return load_images(list_images(folder), image_size, patch_size)
+
+
+def video_frames(path: PathLike, fps: float = 10.0) -> Iterator[np.ndarray]:
+    """
+    Yield ``uint8 [H, W, 3]`` RGB frames of a video, sampled and re-encoded as upstream.
+
+    Keeps every ``round(source_fps / fps)``-th frame and passes it through a default
+    OpenCV JPEG encode and a Pillow decode, which is what the reference's model sees.
+    """
+    import cv2
+
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f'{path}: no such video file')
+    if fps <= 0:
+        raise ValueError(f'fps={fps} is invalid: expected > 0')
+    cap = cv2.VideoCapture(str(path))
+    if not cap.isOpened():
+        raise ValueError(f'{path}: OpenCV cannot open this video')
+    try:
+        interval = max(1, round((cap.get(cv2.CAP_PROP_FPS) or 30) / fps))
+        index = 0
+        while True:
+            ok, frame = cap.read()
+            if not ok:
+                break
+            if index % interval == 0:
+                ok, jpeg = cv2.imencode('.jpg', frame)
+                if not ok:
+                    raise ValueError(f'{path}: frame {index} cannot be JPEG-encoded')
+                yield np.asarray(_open_rgb(io.BytesIO(jpeg.tobytes()), f'{path}[{index}]'))
+            index += 1
+    finally:
+        cap.release()
+
+
+def load_video(path: PathLike, fps: float = 10.0, image_size: int = 518,
+               patch_size: int = 14) -> torch.Tensor:
+    """Preprocess a video's sampled frames into ``float32 [S, 3, H, W]``."""
+    frames = [preprocess_frame(f, 'cpu', image_size, patch_size, method='pil')[0]
+              for f in video_frames(path, fps)]
+    if not frames:
+        raise ValueError(f'{path}: the video has no readable frames')
+    return torch.stack(frames)
+
+
+# --- live frames ----------------------------------------------------------------------
+
+
+@functools.lru_cache(maxsize=32)
+def _taps(in_size: int, out_size: int, device: str) -> Tuple[torch.Tensor, torch.Tensor]:
+    """
+    Pillow's bicubic taps for one axis: source indices and fixed-point weights.
+
+    Same arithmetic as Pillow (float64 weights normalised per output pixel, summed
+    left to right, rounded half away from zero to 22 fractional bits), so integer
+    convolution with them reproduces Pillow exactly.
+    """
+    scale = in_size / out_size
+    filter_scale = max(scale, 1.0)
+    support = 2.0 * filter_scale
+    ksize = int(math.ceil(support)) * 2 + 1
+    center = (np.arange(out_size) + 0.5) * scale
+    first = np.maximum(np.trunc(center - support + 0.5), 0).astype(np.int64)
+    count = np.minimum(np.trunc(center + support + 0.5).astype(np.int64), in_size) - first
+    taps = np.arange(ksize)
+    x = np.abs((taps[None, :] + first[:, None] - center[:, None] + 0.5) * (1.0 / filter_scale))
+    # Keys cubic with a = -0.5, in Pillow's operation order.
+    w = np.where(x < 1.0, (1.5 * x - 2.5) * x * x + 1,
+                 np.where(x < 2.0, (((x - 5) * x + 8) * x - 4) * -0.5, 0.0))
+    w = np.where(taps[None, :] < count[:, None], w, 0.0)
+    total = np.zeros(out_size)
+    for k in range(ksize):
+        total = total + w[:, k]
+    w = np.where(total[:, None] != 0.0, w / np.where(total == 0.0, 1.0, total)[:, None], w)
+    fixed = np.trunc(w * (1 << _BITS) + np.where(w < 0, -0.5, 0.5)).astype(np.int64)
+    index = np.minimum(first[:, None] + taps[None, :], in_size - 1)
+    return (torch.from_numpy(index).to(device),
+            torch.from_numpy(fixed.astype(np.int32)).to(device))
+
+
+@functools.lru_cache(maxsize=1)
+def _pillow_major() -> int:
+    try:
+        return int(importlib.metadata.version('pillow').split('.')[0])
+    except (importlib.metadata.PackageNotFoundError, ValueError):
+        return 13
+
+
+def _vertical_first(shrink_h: int, shrink_w: int) -> bool:
+    """
+    Tell whether Pillow runs the vertical pass first (the order changes the rounding).
+
+    Pillow up to 12 always resamples rows first; Pillow 13 starts with the columns when
+    the height shrinks by more than twice as many pixels as the width. We follow the
+    installed Pillow so that files and live frames agree.
+    """
+    return _pillow_major() >= 13 and shrink_h > 0 and shrink_h > 2 * shrink_w
+
+
+def _resample(x: torch.Tensor, out_size: int, rows: Optional[slice] = None) -> torch.Tensor:
+    """
+    Resample axis 0 of int32 ``x`` like Pillow; ``rows`` selects which outputs to make.
+
+    Axis 0 keeps each tap a gather of whole contiguous rows. int32 cannot overflow:
+    255 times the sum of positive weights (below 1.25 * 2^22) stays under 2^31.
+    """
+    index, weight = _taps(x.shape[0], out_size, str(x.device))
+    if rows is not None:
+        index, weight = index[rows], weight[rows]
+    x = x.contiguous()
+    shape = (-1,) + (1,) * (x.dim() - 1)
+    acc = torch.full((index.shape[0],) + x.shape[1:], 1 << (_BITS - 1), dtype=torch.int32,
+                     device=x.device)
+    for k in range(index.shape[1]):
+        acc += x.index_select(0, index[:, k]) * weight[:, k].view(shape)
+    return torch.clamp(acc >> _BITS, 0, 255)
+
+
+def _resample_width(x: torch.Tensor, out_size: int) -> torch.Tensor:
+    """Resample axis 1 of ``[H, W, C]``."""
+    return _resample(x.transpose(0, 1), out_size).transpose(0, 1)
+
+
+@functools.lru_cache(maxsize=8)
+def _lut(device: str) -> torch.Tensor:
+    return _LUT.to(device)
+
+
+def _check_frame(rgb: Union[np.ndarray, torch.Tensor]) -> Union[np.ndarray, torch.Tensor]:
+    """Validate a uint8 RGB (or grey) frame; return it as HxWx3 or HxWx1, unconverted."""
+    if isinstance(rgb, np.ndarray):
+        ok_type = rgb.dtype == np.uint8
+    else:
+        ok_type = isinstance(rgb, torch.Tensor) and rgb.dtype == torch.uint8
+    if not ok_type:
+        kind = getattr(rgb, 'dtype', type(rgb).__name__)
+        raise ValueError(f'frame type {kind} is invalid: expected a uint8 array or tensor')
+    if rgb.ndim == 2:
+        rgb = rgb[:, :, None]
+    if rgb.ndim != 3 or rgb.shape[2] not in (1, 3) or rgb.shape[0] < 1 or rgb.shape[1] < 1:
+        raise ValueError(f'frame shape {tuple(rgb.shape)} is invalid: expected HxWx3 RGB '
+                         '(or HxW grey)')
+    return rgb
+
+
+def _to_device(frame: Union[np.ndarray, torch.Tensor], device: torch.device) -> torch.Tensor:
+    """Return ``frame`` as an ``[H, W, 3]`` int32 tensor on ``device`` (never written to)."""
+    if isinstance(frame, np.ndarray):
+        with warnings.catch_warnings():  # read-only buffers (ROS messages, PIL) are fine here
+            warnings.simplefilter('ignore', UserWarning)
+            frame = torch.from_numpy(frame)
+    x = frame.to(device, non_blocking=True).int()
+    return x.expand(-1, -1, 3) if x.shape[2] == 1 else x
+
+
+def preprocess_frame(rgb: Union[np.ndarray, torch.Tensor],
+                     device: Union[str, torch.device] = 'cpu', image_size: int = 518,
+                     patch_size: int = 14, method: str = 'auto'
+                     ) -> Tuple[torch.Tensor, FrameTransform]:
+    """
+    Turn one ``uint8 [H, W, 3]`` RGB frame into the model input ``float32 [3, h, w]``.
+
+    The grid follows :func:`plan_transform`. ``method``: ``'pil'`` resizes with Pillow on
+    the host, ``'torch'`` runs the same integer resampler on ``device``; ``'auto'`` picks
+    Pillow for a CPU device. Both give the file path's values bit for bit.
+    """
+    device = torch.device(device)
+    frame = _check_frame(rgb)
+    plan = plan_transform((frame.shape[0], frame.shape[1]), image_size, patch_size)
+    if method == 'auto':
+        method = 'pil' if device.type == 'cpu' else 'torch'
+    if method == 'pil':
+        image_mod, _ = _pil()
+        arr = frame.cpu().numpy() if isinstance(frame, torch.Tensor) else frame
+        arr = np.ascontiguousarray(np.broadcast_to(arr, arr.shape[:2] + (3,)))
+        img = image_mod.fromarray(arr)
+        return _pil_to_model(img, plan).to(device), plan
+    if method != 'torch':
+        raise ValueError(f"method={method!r} is invalid: expected 'auto', 'pil' or 'torch'")
+    x = _to_device(frame, device)
+    (new_h, new_w), top = plan.resized_hw, plan.offset_xy[1]
+    kept = slice(top, top + plan.model_hw[0])
+    in_h, in_w = x.shape[0], x.shape[1]
+    if new_h == in_h:
+        x = x[kept]
+    elif new_w != in_w and _vertical_first(in_h - new_h, in_w - new_w):
+        x = _resample_width(_resample(x, new_h, kept), new_w)
+        return _lut(str(device))[x.permute(2, 0, 1)], plan
+    if new_w != in_w:
+        x = _resample_width(x, new_w)
+    if new_h != in_h:
+        x = _resample(x, new_h, kept)
+    x = x.permute(2, 0, 1)
+    return _lut(str(device))[x], plan

@@ -1,0 +1,189 @@
+# Copyright 2026 The lingbot_ros Authors
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""Preprocessing: the reference's file path bit for bit, and the live path agreeing with it."""
+
+import json
+from pathlib import Path
+import shutil
+
+import cv2
+from lingbot_ros.model.pose import intrinsics_from_fov
+from lingbot_ros.streaming import preprocess as pp
+import numpy as np
+from PIL import Image
+import pytest
+import torch
+
+DATA = Path(__file__).resolve().parent / 'data' / 'parity'
+PRE = DATA / 'preprocess'
+CASES = json.loads((PRE / 'cases.json').read_text())['cases']
+
+
+@pytest.fixture(scope='module')
+def expected():
+    return dict(np.load(PRE / 'preprocess.npz'))
+
+
+def _as_uint8(x: torch.Tensor) -> np.ndarray:
+    u8 = np.round(x.numpy() * 255).astype(np.uint8)
+    # Every value must be exactly k / 255 (ToTensor's arithmetic), not just close.
+    assert torch.equal(torch.from_numpy(u8).float() / 255, x)
+    return u8
+
+
+@pytest.mark.parametrize('case', CASES, ids=[c['name'] for c in CASES])
+def test_file_path_reproduces_reference(case, expected):
+    images = pp.load_images([PRE / f for f in case['files']], image_size=case['image_size'])
+    assert images.dtype == torch.float32
+    assert tuple(images.shape) == tuple(case['output_shape_SCHW'])
+    np.testing.assert_array_equal(_as_uint8(images), expected[case['array']])
+
+
+def test_model_input_of_the_parity_sequence():
+    images = pp.load_images(sorted((PRE / 'inputs' / 'chelsea_sweep').glob('*.png')), 84)
+    np.testing.assert_array_equal(images.numpy(), np.load(DATA / 'basic' / 'images.npy')[:3])
+
+
+@pytest.mark.parametrize('method', ['pil', 'torch'])
+@pytest.mark.parametrize('case', CASES, ids=[c['name'] for c in CASES])
+def test_array_path_matches_file_path(case, method, expected):
+    for name, want in zip(case['files'], expected[case['array']]):
+        frame, plan = pp.preprocess_frame(pp.load_rgb(PRE / name), 'cpu', case['image_size'],
+                                          method=method)
+        np.testing.assert_array_equal(_as_uint8(frame), want)
+        assert plan.model_hw == want.shape[1:]
+
+
+@pytest.mark.parametrize('hw,size', [((48, 64), 56), ((1080, 1920), 518), ((300, 97), 70),
+                                     ((5, 31), 84), ((77, 140), 140), ((41, 83), 42),
+                                     ((400, 60), 28)])
+def test_torch_resampler_equals_pillow(hw, size):
+    rng = np.random.default_rng(hw[0] * 1000 + hw[1])
+    rgb = rng.integers(0, 256, hw + (3,), dtype=np.uint8)
+    rgb[: hw[0] // 2] = rng.integers(0, 2, (hw[0] // 2, hw[1], 1)) * 255  # hard edges: clipping
+    plan = pp.plan_transform(hw, size)
+    ref = np.asarray(Image.fromarray(rgb).resize(plan.resized_hw[::-1], Image.BICUBIC))
+    top = plan.offset_xy[1]
+    ref = ref[top:top + plan.model_hw[0]].transpose(2, 0, 1)
+    frame, _ = pp.preprocess_frame(rgb, 'cpu', size, method='torch')
+    np.testing.assert_array_equal(_as_uint8(frame), ref)
+
+
+def test_grey_and_tensor_frames():
+    rng = np.random.default_rng(7)
+    grey = rng.integers(0, 256, (30, 60), dtype=np.uint8)
+    rgb = np.repeat(grey[:, :, None], 3, axis=2)
+    want, _ = pp.preprocess_frame(rgb, 'cpu', 28, method='pil')
+    for method in ('pil', 'torch'):
+        got, _ = pp.preprocess_frame(grey, 'cpu', 28, method=method)
+        assert torch.equal(got, want)
+        got, _ = pp.preprocess_frame(torch.from_numpy(rgb), 'cpu', 28, method=method)
+        assert torch.equal(got, want)
+
+
+@pytest.mark.parametrize('wh,grid,top', [((1920, 1080), (294, 518), 0),
+                                         ((640, 480), (392, 518), 0),
+                                         ((1080, 1920), (518, 518), 203),
+                                         ((1000, 1015), (518, 518), 7)])
+def test_plan_transform_reference_examples(wh, grid, top):
+    plan = pp.plan_transform((wh[1], wh[0]))
+    assert plan.model_hw == grid and plan.offset_xy == (0, top)
+
+
+def test_intrinsics_map_back_to_input_pixels():
+    plan = pp.plan_transform((1920, 1080))  # portrait: resized to 924 rows, 203 cropped
+    k_model = intrinsics_from_fov(torch.tensor(1.0), torch.tensor(0.8), plan.model_hw)
+    k_in = plan.intrinsics_to_input(k_model)
+    torch.testing.assert_close(k_in[:2, 2], torch.tensor([540.0, 960.0]))  # the centre
+    sx, sy = plan.scale_xy
+    torch.testing.assert_close(k_in[0, 0], k_model[0, 0] / sx)
+    torch.testing.assert_close(k_in[1, 1], k_model[1, 1] / sy)
+
+
+def test_different_sizes_are_padded_with_white(tmp_path):
+    files = [PRE / 'inputs' / 'chelsea_sweep' / '000000.png',
+             PRE / 'inputs' / 'chelsea_portrait' / '000000.png']
+    images, plans = pp.load_images_with_transforms(files, 84)
+    assert images.shape == (2, 3, 84, 84)
+    alone = pp.load_images(files[:1], 84)[0]  # 42 x 84
+    assert torch.equal(images[0, :, 21:63], alone)
+    assert torch.all(images[0, :, :21] == 1.0) and torch.all(images[0, :, 63:] == 1.0)
+    assert plans[0].offset_xy == (0, -21) and plans[1].offset_xy == (0, 35)
+
+
+def test_folder_listing_and_loading(tmp_path):
+    src = sorted((PRE / 'inputs' / 'chelsea_sweep').glob('*.png'))
+    names = ['b.PNG', 'a.png', 'c.Png']
+    for s, n in zip(src, names):
+        shutil.copy(s, tmp_path / n)
+    Image.open(src[0]).convert('RGB').save(tmp_path / 'd.JPEG', quality=95)
+    (tmp_path / 'notes.txt').write_text('not an image')
+    (tmp_path / 'sub.png').mkdir()
+    listed = pp.list_images(tmp_path)
+    assert [p.name for p in listed] == ['a.png', 'b.PNG', 'c.Png', 'd.JPEG']
+    folder = pp.load_image_folder(tmp_path, 84)
+    assert torch.equal(folder[:3], pp.load_images([tmp_path / n for n in sorted(names)], 84))
+
+
+def test_rgba_is_composited_on_white(tmp_path):
+    rgba = np.zeros((28, 56, 4), np.uint8)
+    rgba[..., 0] = 200
+    rgba[:, :28, 3] = 255  # left half opaque red, right half transparent
+    Image.fromarray(rgba, 'RGBA').save(tmp_path / 'x.png')
+    rgb = pp.load_rgb(tmp_path / 'x.png')
+    assert (rgb[:, :28] == (200, 0, 0)).all() and (rgb[:, 28:] == 255).all()
+
+
+def test_clear_errors(tmp_path):
+    with pytest.raises(FileNotFoundError, match='no such image'):
+        pp.load_images([tmp_path / 'missing.png'])
+    with pytest.raises(FileNotFoundError, match='no such folder'):
+        pp.list_images(tmp_path / 'nope')
+    with pytest.raises(ValueError, match='no .jpg'):
+        pp.list_images(tmp_path)
+    (tmp_path / 'broken.png').write_bytes(b'\x89PNG not really')
+    with pytest.raises(ValueError, match='not a readable image'):
+        pp.load_images([tmp_path / 'broken.png'])
+    with pytest.raises(ValueError, match='multiple of patch_size'):
+        pp.plan_transform((100, 100), 500)
+    with pytest.raises(ValueError, match='too wide'):
+        pp.plan_transform((1, 5000))
+    with pytest.raises(ValueError, match='uint8'):
+        pp.preprocess_frame(np.zeros((10, 10, 3), np.float32))
+    with pytest.raises(ValueError, match='HxWx3'):
+        pp.preprocess_frame(np.zeros((10, 10, 4), np.uint8))
+    with pytest.raises(ValueError, match='method'):
+        pp.preprocess_frame(np.zeros((10, 10, 3), np.uint8), method='cv2')
+    with pytest.raises(FileNotFoundError, match='no such video'):
+        pp.load_video(tmp_path / 'missing.mp4')
+    (tmp_path / 'bad.avi').write_text('not a video')
+    with pytest.raises(ValueError, match='cannot open'):
+        pp.load_video(tmp_path / 'bad.avi')
+
+
+def test_video_sampling_and_jpeg_roundtrip(tmp_path):
+    path = tmp_path / 'clip.avi'
+    writer = cv2.VideoWriter(str(path), cv2.VideoWriter_fourcc(*'MJPG'), 30.0, (84, 42))
+    assert writer.isOpened()
+    for i in range(10):
+        writer.write(np.full((42, 84, 3), 20 * i + 20, np.uint8))
+    writer.release()
+    frames = list(pp.video_frames(path, fps=10))  # 30 fps source: every 3rd frame
+    assert len(frames) == 4
+    means = [f.mean() for f in frames]
+    np.testing.assert_allclose(means, [20.0, 80.0, 140.0, 200.0], atol=4.0)
+    video = pp.load_video(path, fps=10, image_size=84)
+    assert video.shape == (4, 3, 42, 84)
+    assert torch.equal(video[1], pp.preprocess_frame(frames[1], 'cpu', 84)[0])
