@@ -105,7 +105,7 @@ class LingbotNode(LifecycleNode):
         self._worker: Optional[Worker] = None
         self._outputs: list = []
         self._subs: list = []
-        self._services: list = []
+        self._lb_services: list = []
         self._tf = None
         self._last_log: dict = {}
         self._cfg_lock = threading.Lock()
@@ -204,7 +204,7 @@ class LingbotNode(LifecycleNode):
         self._worker = Worker(self.cameras, self._queue, self, self.current_stream_config)
         self._converter = ImageConverter(params.inputs.use_cv_bridge)
         self._fill_info(engine, engine_cfg)
-        self._services = [self.create_service(Trigger, '~/reset', self._on_reset),
+        self._lb_services = [self.create_service(Trigger, '~/reset', self._on_reset),
                           self.create_service(Trigger, '~/save_trajectory', self._on_save)]
         random = 'random weights' in engine.description
         line = (f'model: {engine.description} on {engine.device} ({self.info.dtype}, '
@@ -291,9 +291,9 @@ class LingbotNode(LifecycleNode):
 
     def _release(self) -> None:
         self._stop_streaming()
-        for srv in self._services:
+        for srv in self._lb_services:
             self.destroy_service(srv)
-        self._services = []
+        self._lb_services = []
         self.cameras, self._worker, self._queue, self.engine = [], None, None, None
         self.params = None
         gc.collect()

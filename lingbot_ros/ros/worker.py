@@ -150,6 +150,7 @@ class CameraStream:
         """Clear what belongs to the old map (worker thread, after a session reset)."""
         with self.lock:
             self.previous = None
+            self.trajectory.clear()  # the old poses live in the old map
             self.path = deque(maxlen=self.path.maxlen)
             self._received_at.clear()
             self._nan_run = 0
@@ -218,8 +219,6 @@ class Worker:
         for cam in self.cameras:
             self._reset(cam)
             cam.pending_reset.clear()
-            with cam.lock:
-                cam.trajectory.clear()
         done.set()
 
     def _reset(self, cam: CameraStream) -> None:
