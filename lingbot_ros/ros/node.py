@@ -204,8 +204,9 @@ class LingbotNode(LifecycleNode):
         self._worker = Worker(self.cameras, self._queue, self, self.current_stream_config)
         self._converter = ImageConverter(params.inputs.use_cv_bridge)
         self._fill_info(engine, engine_cfg)
-        self._lb_services = [self.create_service(Trigger, '~/reset', self._on_reset),
-                          self.create_service(Trigger, '~/save_trajectory', self._on_save)]
+        self._lb_services = [
+            self.create_service(Trigger, '~/reset', self._on_reset),
+            self.create_service(Trigger, '~/save_trajectory', self._on_save)]
         random = 'random weights' in engine.description
         line = (f'model: {engine.description} on {engine.device} ({self.info.dtype}, '
                 f'{engine.backend} attention); cameras: '
