@@ -472,3 +472,22 @@ def test_live_frames_through_the_engine_match_the_array_path():
     expect = plan.intrinsics_to_input(torch.from_numpy(r.intrinsics_model)).numpy()
     np.testing.assert_allclose(r.intrinsics, expect, atol=1e-9)
     assert r.intrinsics[0, 0] == pytest.approx(r.intrinsics_model[0, 0] * 2)
+
+
+def test_flow_mode_decides_from_the_reference_flow(fixture_engine, fixture_images):
+    from lingbot_ros.streaming.flow import flow_magnitude_from_pose_encoding
+    out = _pose_encs(fixture_engine, fixture_images, keyframe_mode='flow',
+                     flow_threshold_px=3.0, max_keyframe_gap=4)
+    a = out.arrays
+    flow, is_kf = a['flow_magnitude'], a['is_keyframe']
+    assert np.all(np.isnan(flow[:3])) and np.all(np.isfinite(flow[3:]))
+    last_kf = 2
+    for i in range(3, len(flow)):
+        expect = flow_magnitude_from_pose_encoding(
+            torch.from_numpy(a['depth'][i, ..., 0]), torch.from_numpy(a['pose_enc'][i]),
+            torch.from_numpy(a['pose_enc'][last_kf]))
+        assert flow[i] == pytest.approx(float(expect), abs=1e-4)
+        decide = i == 3 or flow[i] > 3.0 or i - last_kf >= 4
+        assert is_kf[i] == decide, i
+        last_kf = i if decide else last_kf
+    assert 0 < (~is_kf).sum() and is_kf[3:].sum() > 1

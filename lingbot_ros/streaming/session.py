@@ -594,14 +594,21 @@ class Session:
                                     depth_map=r.depth))
 
     def _flow(self, rec: _Record) -> float:
-        """Mean flow (model-grid pixels) of the frame's motion against the last keyframe."""
-        from lingbot_ros.streaming import flow
+        """
+        Mean flow (model-grid pixels) of the frame's motion against the last keyframe.
+
+        Computed on the host copies in float64, in the map frame: a Sim(3) applied to
+        both cameras and the depth leaves the flow unchanged, so keyframes of earlier
+        windows compare correctly.
+        """
+        from lingbot_ros.streaming.flow import flow_magnitude
         _, kf_pose, kf_k = self._last_kf
         r = rec.result
         if r.depth is None:
             return math.inf
-        return float(flow.flow_magnitude(r.depth, r.intrinsics_model, r.pose_c2w,
-                                         kf_k, kf_pose))
+        as_t = torch.from_numpy
+        return float(flow_magnitude(as_t(r.depth.astype(np.float64)), as_t(r.pose_c2w),
+                                    as_t(r.intrinsics_model), as_t(kf_pose), as_t(kf_k)))
 
     def _arrays(self, records: list) -> dict:
         if not records:
