@@ -28,6 +28,7 @@ RUNTIME = [
     'torch>=2.4',
     'safetensors>=0.4',
     'opencv-python-headless>=4.8',
+    'Pillow>=10',
     'tqdm>=4.60',
     'PyYAML>=6.0',
     'rosbags>=0.10',
