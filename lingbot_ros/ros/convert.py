@@ -194,9 +194,13 @@ def _load_cv_bridge() -> Optional[Callable[[Any], np.ndarray]]:
         from cv_bridge import CvBridge  # noqa: I900 (optional, ROS distro only)
     except Exception:  # noqa: BLE001 (any import failure means "not available")
         return None
+    try:  # PyPI's 'cv-bridge' 1.x is a ROS 1 port (16UC1 mapped wrongly): never use it
+        from importlib.metadata import version
+        if version('cv-bridge').split('.')[0] in ('0', '1'):
+            return None
+    except Exception:  # noqa: BLE001,S110 (no pip metadata: the ROS 2 distro package)
+        pass
     bridge = CvBridge()
-    if not hasattr(bridge, 'compressed_imgmsg_to_cv2'):
-        return None
 
     def convert(msg: Any) -> np.ndarray:
         try:

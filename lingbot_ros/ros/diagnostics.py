@@ -120,6 +120,9 @@ def camera_status(cam: CameraStream, info: NodeInfo, diag: DiagParams,
     if pool_total and pool_use > diag.pool_use_warn:
         level = max(level, WARN)
         problems.append(f'KV pool use {pool_use:.0%} above {diag.pool_use_warn:.0%}')
+    if c.rejected.get('out_of_memory'):
+        level = max(level, WARN)
+        problems.append(f'{c.rejected["out_of_memory"]} frame(s) lost to device out-of-memory')
     if c.received == 0:
         message = f'waiting for images on {cam.topic}'
     elif problems:

@@ -57,11 +57,6 @@ def map_pose(result: FrameResult, convention: str) -> np.ndarray:
     return OPTICAL_TO_REP103 @ pose if convention == 'rep103' else pose
 
 
-def is_finite(result: FrameResult) -> bool:
-    """Return True when the pose and intrinsics are usable numbers."""
-    return bool(np.isfinite(result.pose_c2w).all() and np.isfinite(result.intrinsics).all())
-
-
 def _pose(matrix: np.ndarray) -> Pose:
     q = matrix_to_quat(matrix[:3, :3])
     p = Pose()
