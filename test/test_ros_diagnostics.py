@@ -1,0 +1,80 @@
+# Copyright 2026 The lingbot_ros Authors
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""Diagnostics levels and fields from counters and cache statistics, without DDS."""
+
+from builtin_interfaces.msg import Time
+from lingbot_ros.cache.stats import CacheStats
+from lingbot_ros.ros import diagnostics
+from lingbot_ros.ros.params import parse
+from lingbot_ros.ros.probe import status_of
+from lingbot_ros.ros.worker import CameraStream
+
+DIAG = parse({'stall_error_s': 2.0, 'drop_rate_warn': 0.25, 'pool_use_warn': 0.8}).diag
+INFO = diagnostics.NodeInfo(hardware_id='cpu', state='active', model='/w.pt', device='cpu',
+                            dtype='float32', backend='sdpa')
+
+
+def _cam():
+    return CameraStream(0, 'front', '/front/image', session=None, window=20)
+
+
+def _level(cam, now):
+    return status_of(diagnostics.build(INFO, [cam], DIAG, Time(), now),
+                     'lingbot_ros: camera front')
+
+
+def test_ok_while_frames_flow_and_values_are_numbers():
+    cam = _cam()
+    for i in range(10):
+        cam.counters.on_received(float(i))
+        cam.counters.on_stepped(float(i) + 0.1, 20.0 + i)
+        cam.counters.on_processed(float(i) + 0.1, 30.0 + i, 10.0)
+    level, message, v = _level(cam, 9.5)
+    assert level == 0 and 'tracking' in message
+    assert float(v['input_rate_hz']) == 1.0 and float(v['processed_rate_hz']) == 1.0
+    assert float(v['step_ms_p50']) == 24.5 and 28.5 < float(v['step_ms_p99']) <= 29.0
+    assert v['pool_use'] == 'n/a'  # nothing reserved: not a paged pool
+
+
+def test_warn_on_drops_and_pool_use_error_on_stall():
+    cam = _cam()
+    for i in range(4):
+        cam.counters.on_received(float(i))
+    cam.counters.on_stepped(0.5, 10.0)
+    cam.counters.on_processed(0.5, 1.0, None)
+    cam.counters.on_dropped()
+    level, message, _ = _level(cam, 1.0)
+    assert level == 1 and 'drop rate 50%' in message
+    cam.cache_stats = CacheStats(scale_pages=2, live_pages=8, free_pages=1, bytes_reserved=1)
+    cam.counters.outcomes.clear()
+    level, message, v = _level(cam, 1.0)
+    assert level == 1 and 'KV pool use 91%' in message and v['pool_use'] == '0.909'
+    cam.counters.on_received(3.0)
+    level, message, _ = _level(cam, 3.1)  # input keeps coming, last step at 0.5 s
+    assert level == 2 and 'no frame processed for 2.6 s' in message
+    level, _, _ = _level(cam, 10.0)  # input stopped too: quiet, not an error
+    assert level != 2
+
+
+def test_node_status_levels():
+    node = diagnostics.node_status(INFO, [])
+    assert node.level == diagnostics.OK and node.hardware_id == 'cpu'
+    rnd = diagnostics.NodeInfo(hardware_id='cpu', random_weights=True,
+                               fallbacks=['attention: FlashInfer not installed'])
+    warn = diagnostics.node_status(rnd, [])
+    assert warn.level == diagnostics.WARN and 'random weights' in warn.message
+    assert 'FlashInfer' in warn.message
+    bad = diagnostics.node_status(diagnostics.NodeInfo(hardware_id='none', error='x: y'), [])
+    assert bad.level == diagnostics.ERROR and bad.message == 'x: y'
