@@ -28,7 +28,7 @@ from pathlib import Path
 from lingbot_ros.cache.overflow import CacheOverflow
 from lingbot_ros.model.config import ConfigError, ModelConfig
 from lingbot_ros.model.network import ModelOutput
-from lingbot_ros.streaming.caches import dense_cache_factory
+from lingbot_ros.streaming.caches import dense_cache_factory, paged_cache_factory
 from lingbot_ros.streaming.config import EngineConfig, StreamConfig
 from lingbot_ros.streaming.engine import Engine, EngineError
 from lingbot_ros.streaming.result import FrameType
@@ -89,15 +89,16 @@ class FakeModel:
         grid = torch.nn.functional.avg_pool2d(images.mean(1, keepdim=True), 14).flatten(1)
         tokens = torch.cat([torch.full((s, 6), 0.5), grid], dim=1)  # [S, P]
         p = tokens.shape[1]
-        x = tokens.reshape(1, 1, s * p, 1) * torch.tensor([1.0, -0.5, 0.25, 2.0])
+        # tiny's shapes: 2 global heads of 16; the camera head has 4 heads of 16
+        x = tokens.reshape(1, 1, s * p, 1) * torch.linspace(-1.0, 2.0, 32).view(1, 2, 1, 16)
         x = x + 0.01 * time_index
         for layer in range(self.layers):
             x = x + global_cache.attend(layer, x, x, x)
-        cam = x.view(1, 1, s, p, 4)[:, :, :, 0]
+        cam = x.view(1, 2, s, p, 16)[:, :, :, 0].repeat(1, 2, 1, 1)
         for it in range(camera_iterations or self.iters):
             for b in range(self.trunk):
                 cam = cam + 0.5 * camera_cache.attend(it * self.trunk + b, cam, cam, cam)
-        cam = cam[0, 0]  # [S, 4]
+        cam = cam[0, 0, :, :4]  # [S, 4]
         enc = torch.zeros(s, 9)
         depth = torch.ones(s, images.shape[2], images.shape[3], 1)
         if self.world is None:
@@ -175,12 +176,16 @@ def test_time_index_advances_only_on_committed_frames():
     assert (st.frames, st.keyframes, st.rollbacks) == (5, 3, 5)
 
 
-def test_non_keyframe_leaves_no_trace_in_any_cache_fake():
+FACTORIES = [dense_cache_factory, paged_cache_factory]
+
+
+@pytest.mark.parametrize('factory', FACTORIES, ids=['dense', 'paged'])
+def test_non_keyframe_leaves_no_trace_in_any_cache_fake(factory):
     """Keyframe outputs equal a run that never saw the non-keyframes (K=1)."""
-    a = _feed(_session(FakeModel(), scale_frames=2, keyframe_interval=2, sliding_window=2),
-              range(11))
+    a = _feed(_session(FakeModel(), factory=factory, scale_frames=2, keyframe_interval=2,
+                       sliding_window=2), range(11))
     kept = [0, 1] + list(range(2, 11, 2))
-    b = _feed(_session(FakeModel(), scale_frames=2, sliding_window=2), kept)
+    b = _feed(_session(FakeModel(), factory=factory, scale_frames=2, sliding_window=2), kept)
     a_kf = [r for r in a if r.is_keyframe]
     assert [r.pose_c2w[0, 0] for r in a_kf] != [r.pose_c2w[0, 0] for r in a[:len(a_kf)]]
     for x, y in zip(a_kf, b):
@@ -246,10 +251,12 @@ def test_flow_mode_max_gap_forces_a_keyframe(monkeypatch):
 
 # --- failures leave the state as it was -------------------------------------------------
 
-def test_failed_forward_is_rolled_back():
-    ref = _feed(_session(FakeModel(), scale_frames=2, sliding_window=2), [0, 1, 2, 3, 5, 6])
+@pytest.mark.parametrize('factory', FACTORIES, ids=['dense', 'paged'])
+def test_failed_forward_is_rolled_back(factory):
+    ref = _feed(_session(FakeModel(), factory=factory, scale_frames=2, sliding_window=2),
+                [0, 1, 2, 3, 5, 6])
     model = FakeModel(fail_on={4})
-    s = _session(model, scale_frames=2, sliding_window=2)
+    s = _session(model, factory=factory, scale_frames=2, sliding_window=2)
     out = _feed(s, [0, 1, 2, 3])
     with pytest.raises(RuntimeError, match='injected'):
         s.step(_frame(4), 4000)
@@ -330,6 +337,18 @@ def test_cache_overflow_opens_a_window_instead_of_crashing():
     out = _feed(s, range(20))
     assert len(out) == 20 and s.window_index >= 2
     assert s.stats().overflow_events == s.window_index
+
+
+def test_paged_cache_overflow_is_handled_by_the_session():
+    """A paged pool too small for the window limit overflows; the session opens a window."""
+    def small(spec):
+        return paged_cache_factory(dataclasses.replace(spec, max_frames=5))
+
+    s = _session(FakeModel(world=_world(16)), factory=small, scale_frames=2)
+    out = _feed(s, range(16))
+    assert len(out) == 16 and s.window_index >= 3
+    st = s.stats()
+    assert st.overflow_events == s.window_index and st.frames <= 5 and st.bytes_reserved > 0
 
 
 # --- configuration --------------------------------------------------------------------

@@ -247,7 +247,7 @@ class Session:
             base = CacheStats()
         return replace(base, keyframes=self._keyframes, rollbacks=self._rollbacks,
                        evictions=self._evictions,
-                       overflow_events=self._overflows + base.overflow_events,
+                       overflow_events=self._overflows,
                        window_index=self._windows_opened)
 
     # --- live entry point ---------------------------------------------------------------
