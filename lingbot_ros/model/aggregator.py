@@ -23,7 +23,7 @@ index in the stream). Selected layers are returned as ``cat(frame_out, global_ou
 
 from __future__ import annotations
 
-from typing import List, Optional
+from typing import List, Optional, Union
 
 import torch
 from torch import nn
@@ -95,9 +95,9 @@ class Aggregator(nn.Module):
         return tokens.unsqueeze(0).expand(batch, -1, -1, -1).reshape(batch * frames,
                                                                      SPECIAL_TOKENS, -1)
 
-    def forward(self, images: torch.Tensor, *, time_index: int, first_frame: bool,
-                scale_frames: bool, cache: Optional[CachedAttention] = None
-                ) -> List[torch.Tensor]:
+    def forward(self, images: torch.Tensor, *, time_index: Union[int, torch.Tensor],
+                first_frame: bool, scale_frames: bool,
+                cache: Optional[CachedAttention] = None) -> List[torch.Tensor]:
         """
         Run the trunk on ``images [B, S, 3, H, W]`` in [0, 1].
 

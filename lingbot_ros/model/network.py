@@ -23,7 +23,7 @@ stream step; the caller owns the caches and the time index.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
+from typing import Optional, Union
 
 import torch
 from torch import nn
@@ -82,7 +82,8 @@ class LingBotMap(nn.Module):
         self.autocast_dtype = dtype
         return self
 
-    def forward(self, images: torch.Tensor, *, time_index: int, first_frame: bool,
+    def forward(self, images: torch.Tensor, *, time_index: Union[int, torch.Tensor],
+                first_frame: bool,
                 scale_frames: bool, global_cache: Optional[CachedAttention],
                 camera_cache: Optional[CachedAttention], with_depth: bool = True
                 ) -> ModelOutput:
@@ -101,7 +102,9 @@ class LingBotMap(nn.Module):
         device_type = images.device.type
         with torch.autocast(device_type, dtype=self.autocast_dtype or torch.float32,
                             enabled=self.autocast_dtype is not None):
-            layers = self.aggregator(images[None], time_index=int(time_index),
+            if not torch.is_tensor(time_index):
+                time_index = int(time_index)
+            layers = self.aggregator(images[None], time_index=time_index,
                                      first_frame=bool(first_frame),
                                      scale_frames=bool(scale_frames), cache=global_cache)
         with torch.autocast(device_type, enabled=False):

@@ -82,7 +82,10 @@ class DinoViT(nn.Module):
         grid = grid.permute(0, 2, 3, 1).reshape(1, grid_h * grid_w, dim)
         out = torch.cat([full[:, :1], grid], dim=1).to(dtype)
         if cacheable:
-            self._pos_cache = {key: out}  # one resolution at a time; drop stale entries
+            # One entry per resolution (a handful of cameras); entries of replaced weights
+            # go. Entries are never dropped otherwise: captured CUDA graphs read them.
+            self._pos_cache = {k: v for k, v in self._pos_cache.items() if k[3:] == key[3:]}
+            self._pos_cache[key] = out
         return out
 
     def forward(self, images: torch.Tensor) -> torch.Tensor:

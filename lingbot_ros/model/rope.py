@@ -22,7 +22,7 @@ device; :class:`Rope3D` keeps the spatial part per grid and adds the call's time
 
 from __future__ import annotations
 
-from typing import Dict, Tuple
+from typing import Dict, Tuple, Union
 
 import torch
 
@@ -124,13 +124,19 @@ class Rope3D:
             self._inv_time[device] = self._inv[0].to(device)
         return self._inv_time[device]
 
-    def table(self, time_start: int, num_frames: int, grid_h: int, grid_w: int,
-              device: torch.device, dtype: torch.dtype) -> Table:
-        """Return (cos, sin), each ``[num_frames * P, head_dim / 2]``, times time_start + s."""
+    def table(self, time_start: Union[int, torch.Tensor], num_frames: int, grid_h: int,
+              grid_w: int, device: torch.device, dtype: torch.dtype) -> Table:
+        """
+        Return (cos, sin), each ``[num_frames * P, head_dim / 2]``, times time_start + s.
+
+        ``time_start`` may be a 0-d device tensor, so a captured CUDA graph reads the
+        time from memory instead of baking a constant in.
+        """
         spatial = self._spatial_angles(grid_h, grid_w, device)
         inv_time = self._time_frequencies(spatial.device)
-        times = torch.arange(time_start, time_start + num_frames, dtype=torch.float64,
-                             device=spatial.device)
+        times = torch.arange(num_frames, dtype=torch.float64, device=spatial.device)
+        times = times + (time_start.to(torch.float64) if torch.is_tensor(time_start)
+                         else float(time_start))
         temporal = torch.outer(times, inv_time)
         per_token = spatial.shape[0]
         angles = torch.cat([

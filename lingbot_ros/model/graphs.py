@@ -1,0 +1,153 @@
+# Copyright 2026 The lingbot_ros Authors
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+One streaming frame's forward replayed as CUDA graphs, split at the cache calls.
+
+Eager PyTorch spends most of a frame launching ~2,000 small kernels from Python. The
+forward of a streaming frame has fixed shapes everywhere except inside attention over
+the cache (its key count changes as the window fills, and the cache moves pages). So
+we capture the forward once per (frame size, depth on/off, camera iterations) as a
+chain of graphs cut at every ``CachedAttention.attend`` call: graph 0 runs up to the
+first global block's q/k/v, the real cache attends eagerly, graph 1 continues, and so
+on. Time enters as a device scalar, so one capture serves every frame.
+
+Replays compute exactly what the eager forward computes (same kernels, same order);
+``test/test_graphs_gpu.py`` checks it on a GPU.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import List, Optional
+
+import torch
+
+from .cached_attention import CachedAttention, attend_uncached
+
+
+@dataclass
+class _Cut:
+    """One attention call between two graphs: who answers it and its static buffers."""
+
+    target: str   # 'global' or 'camera'
+    layer: int
+    q: torch.Tensor
+    k: torch.Tensor
+    v: torch.Tensor
+    out: torch.Tensor
+
+
+class _Recorder:
+    """
+    Stands in for both caches while capturing: ends a graph at each ``attend``.
+
+    During warm-up (``graphs is None``) it answers with plain attention so every lazy
+    table and workspace is created outside capture.
+    """
+
+    def __init__(self, graphs: Optional[List[torch.cuda.CUDAGraph]], pool, stream) -> None:
+        self.graphs = graphs
+        self.pool = pool
+        self.stream = stream
+        self.cuts: List[_Cut] = []
+
+    def view(self, target: str) -> CachedAttention:
+        recorder = self
+
+        class _View:
+            def attend(self, layer: int, q: torch.Tensor, k: torch.Tensor,
+                       v: torch.Tensor) -> torch.Tensor:
+                return recorder.attend(target, layer, q, k, v)
+        return _View()
+
+    def attend(self, target: str, layer: int, q: torch.Tensor, k: torch.Tensor,
+               v: torch.Tensor) -> torch.Tensor:
+        if self.graphs is None:
+            return attend_uncached(q, k, v)
+        self.graphs[-1].capture_end()
+        out = torch.empty_like(q)
+        self.cuts.append(_Cut(target, layer, q, k, v, out))
+        graph = torch.cuda.CUDAGraph()
+        self.graphs.append(graph)
+        graph.capture_begin(pool=self.pool)
+        return out
+
+
+class GraphedStep:
+    """
+    Replay the forward of one streaming frame (not first, not scale) as CUDA graphs.
+
+    Build with the model, the frame size and the options that change the graph; call
+    with the frame, its time index and the two caches. The returned ``ModelOutput``
+    holds static tensors that the next call overwrites: copy what you keep.
+    """
+
+    def __init__(self, model: torch.nn.Module, height: int, width: int, *,
+                 with_depth: bool, camera_iterations: Optional[int] = None,
+                 warmup: int = 2) -> None:
+        if not torch.cuda.is_available():
+            raise RuntimeError('CUDA graphs need a CUDA device')
+        device = next(model.parameters()).device
+        if device.type != 'cuda':
+            raise RuntimeError(f'the model is on {device}, CUDA graphs need it on a GPU')
+        self.model = model
+        self.camera_iterations = camera_iterations
+        self.with_depth = with_depth
+        self.image = torch.zeros(1, 3, height, width, device=device)
+        self.time = torch.zeros((), dtype=torch.int64, device=device)
+        self.graphs: List[torch.cuda.CUDAGraph] = []
+        self._capture(warmup)
+
+    def _forward(self, recorder: _Recorder):
+        return self.model(self.image, time_index=self.time, first_frame=False,
+                          scale_frames=False, global_cache=recorder.view('global'),
+                          camera_cache=recorder.view('camera'), with_depth=self.with_depth,
+                          **self._iteration_kwargs())
+
+    def _iteration_kwargs(self) -> dict:
+        return {} if self.camera_iterations is None else \
+            {'camera_iterations': self.camera_iterations}
+
+    def _capture(self, warmup: int) -> None:
+        stream = torch.cuda.Stream()
+        stream.wait_stream(torch.cuda.current_stream())
+        with torch.no_grad(), torch.cuda.stream(stream):
+            self.image.uniform_()
+            for _ in range(warmup):
+                self._forward(_Recorder(None, None, stream))
+            stream.synchronize()
+            pool = torch.cuda.graph_pool_handle()
+            graphs = [torch.cuda.CUDAGraph()]
+            recorder = _Recorder(graphs, pool, stream)
+            graphs[0].capture_begin(pool=pool)
+            try:
+                self.output = self._forward(recorder)
+            finally:
+                graphs[-1].capture_end()
+        torch.cuda.current_stream().wait_stream(stream)
+        self.graphs = graphs
+        self.cuts = recorder.cuts
+
+    def __call__(self, image: torch.Tensor, time_index: int, global_cache: CachedAttention,
+                 camera_cache: CachedAttention):
+        """Run one frame ``image [1, 3, H, W]`` at ``time_index`` through the caches."""
+        self.image.copy_(image)
+        self.time.fill_(int(time_index))
+        caches = {'global': global_cache, 'camera': camera_cache}
+        for graph, cut in zip(self.graphs, self.cuts):
+            graph.replay()
+            cut.out.copy_(caches[cut.target].attend(cut.layer, cut.q, cut.k, cut.v))
+        self.graphs[-1].replay()
+        return self.output
