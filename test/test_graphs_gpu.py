@@ -14,13 +14,12 @@
 
 """CUDA-graph replay of a streaming step equals the eager forward (GPU only)."""
 
-import pytest
-import torch
-
 from lingbot_ros.cache.dense import DenseStreamCache
 from lingbot_ros.model.checkpoint import load_model
 from lingbot_ros.model.config import ModelConfig
 from lingbot_ros.model.graphs import GraphedStep
+import pytest
+import torch
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(),
                                                   reason='needs a CUDA device')]

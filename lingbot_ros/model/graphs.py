@@ -34,7 +34,7 @@ from typing import List, Optional
 
 import torch
 
-from .cached_attention import CachedAttention, attend_uncached
+from .cached_attention import attend_uncached, CachedAttention
 
 
 @dataclass
@@ -114,11 +114,7 @@ class GraphedStep:
         return self.model(self.image, time_index=self.time, first_frame=False,
                           scale_frames=False, global_cache=recorder.view('global'),
                           camera_cache=recorder.view('camera'), with_depth=self.with_depth,
-                          **self._iteration_kwargs())
-
-    def _iteration_kwargs(self) -> dict:
-        return {} if self.camera_iterations is None else \
-            {'camera_iterations': self.camera_iterations}
+                          camera_iterations=self.camera_iterations)
 
     def _capture(self, warmup: int) -> None:
         stream = torch.cuda.Stream()

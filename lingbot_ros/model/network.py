@@ -85,8 +85,8 @@ class LingBotMap(nn.Module):
     def forward(self, images: torch.Tensor, *, time_index: Union[int, torch.Tensor],
                 first_frame: bool,
                 scale_frames: bool, global_cache: Optional[CachedAttention],
-                camera_cache: Optional[CachedAttention], with_depth: bool = True
-                ) -> ModelOutput:
+                camera_cache: Optional[CachedAttention], with_depth: bool = True,
+                camera_iterations: Optional[int] = None) -> ModelOutput:
         """
         Predict camera (and depth) for ``images [S, 3, H, W]`` in [0, 1], H and W multiples of 14.
 
@@ -95,7 +95,8 @@ class LingBotMap(nn.Module):
         ``scale_frames``: the call's frames are scale frames (scale-token row 0).
         ``global_cache`` / ``camera_cache``: what the global blocks and the camera head
         attend through (None: the call's frames only). The caller opens and commits or
-        rolls back the caches' transactions around the call.
+        rolls back the caches' transactions around the call. ``camera_iterations``: how
+        many camera refinements to run (None: the configured number).
         """
         self._check_images(images)
         h, w = images.shape[-2:]
@@ -109,7 +110,8 @@ class LingBotMap(nn.Module):
                                      scale_frames=bool(scale_frames), cache=global_cache)
         with torch.autocast(device_type, enabled=False):
             layers = [t.float() for t in layers]
-            pose_enc, pose_iters = self.camera_head(layers[-1][:, :, 0], camera_cache)
+            pose_enc, pose_iters = self.camera_head(layers[-1][:, :, 0], camera_cache,
+                                                    iterations=camera_iterations)
             depth = conf = None
             if with_depth:
                 depth, conf = self.depth_head(layers, (h, w), patch_start=SPECIAL_TOKENS)

@@ -125,6 +125,7 @@ class EngineConfig:
     dtype: str = 'float32'
     attention_backend: str = 'auto'
     seed: int = 0
+    cuda_graphs: bool = True  # replay streaming frames as CUDA graphs (CUDA only)
 
     def validate(self) -> 'EngineConfig':
         """Check every field once; return self so it chains."""
@@ -141,6 +142,7 @@ class EngineConfig:
         _require(self.attention_backend in BACKENDS, 'attention_backend',
                  self.attention_backend, f'one of {list(BACKENDS)}')
         _require(_is_int(self.seed) and self.seed >= 0, 'seed', self.seed, 'an integer >= 0')
+        _require(isinstance(self.cuda_graphs, bool), 'cuda_graphs', self.cuda_graphs, 'a bool')
         return self
 
     def replace(self, **changes: Any) -> 'EngineConfig':

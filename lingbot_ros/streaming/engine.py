@@ -21,7 +21,6 @@ caches. Loading fails early with the path and the reason.
 
 from __future__ import annotations
 
-import inspect
 from pathlib import Path
 from typing import Any, Optional
 
@@ -85,7 +84,8 @@ class Engine:
 
     def __init__(self, model: Any, model_config: ModelConfig, device: torch.device,
                  dtype: torch.dtype, backend: str, description: str,
-                 cache_factory: Optional[CacheFactory] = None) -> None:
+                 cache_factory: Optional[CacheFactory] = None, cuda_graphs: bool = False
+                 ) -> None:
         self.model = model
         self.model_config = model_config
         self.device = device
@@ -93,7 +93,13 @@ class Engine:
         self.backend = backend
         self.description = description
         self.cache_factory = cache_factory or default_cache_factory(backend)
+        self.runner = _Runner(model, cuda_graphs and device.type == 'cuda')
         self._sessions: dict = {}
+
+    @property
+    def graph_status(self) -> str:
+        """Whether streaming frames replay as CUDA graphs, and why not."""
+        return self.runner.graph_status
 
     @classmethod
     def load(cls, cfg: EngineConfig) -> 'Engine':
@@ -126,11 +132,12 @@ class Engine:
                 f'random weights (model config {cfg.model_config}, seed {cfg.seed})'
         else:
             description = str(cfg.checkpoint)
-        return cls(model, model_cfg, device, dtype, backend, description)
+        return cls(model, model_cfg, device, dtype, backend, description,
+                   cuda_graphs=cfg.cuda_graphs)
 
     def context(self) -> SessionContext:
         """Bundle what sessions of this engine share."""
-        return SessionContext(model=_Runner(self.model), model_config=self.model_config,
+        return SessionContext(model=self.runner, model_config=self.model_config,
                               device=self.device, dtype=self.dtype, backend=self.backend,
                               cache_factory=self.cache_factory, prepare=self._prepare)
 
@@ -159,23 +166,48 @@ def model_to_input_matrix(plan: Any) -> np.ndarray:
 
 
 class _Runner:
-    """Calls the model without autograd and with a per-session camera iteration count."""
+    """
+    Calls the model without autograd; on CUDA replays streaming frames as graphs.
 
-    def __init__(self, model: Any) -> None:
+    A streaming frame (one frame, not the first, not a scale frame) on a CUDA device
+    goes through a :class:`~lingbot_ros.model.graphs.GraphedStep` captured once per
+    (size, depth on/off, camera iterations); everything else runs eagerly. If a
+    capture fails the runner says why in ``graph_status`` and stays eager.
+    """
+
+    MAX_GRAPHS = 8  # distinct (size, options) captures kept; each holds one frame's buffers
+
+    def __init__(self, model: Any, cuda_graphs: bool) -> None:
         self.model = model
-        params = inspect.signature(model.forward).parameters
-        self._takes_iterations = 'camera_iterations' in params
+        self.cuda_graphs = cuda_graphs
+        self.graph_status = 'off' if not cuda_graphs else 'waiting for the first frame'
+        self._graphs: dict = {}
 
     def __call__(self, images: torch.Tensor, camera_iterations: int = 0, **kwargs: Any) -> Any:
+        iterations = camera_iterations or None
         with torch.no_grad():
-            if not camera_iterations:
-                return self.model(images, **kwargs)
-            if self._takes_iterations:
-                return self.model(images, camera_iterations=camera_iterations, **kwargs)
-            head = self.model.camera_head
-            saved = head.iterations
-            head.iterations = camera_iterations
+            step = self._graph_for(images, iterations, kwargs)
+            if step is not None:
+                return step(images, kwargs['time_index'], kwargs['global_cache'],
+                            kwargs['camera_cache'])
+            return self.model(images, camera_iterations=iterations, **kwargs)
+
+    def _graph_for(self, images: torch.Tensor, iterations: Optional[int], kwargs: dict):
+        if not (self.cuda_graphs and images.is_cuda and images.shape[0] == 1
+                and not kwargs.get('first_frame') and not kwargs.get('scale_frames')):
+            return None
+        key = (tuple(images.shape[-2:]), bool(kwargs.get('with_depth', True)), iterations)
+        if key not in self._graphs:
+            if len(self._graphs) >= self.MAX_GRAPHS:
+                self._graphs.pop(next(iter(self._graphs)))
+            from lingbot_ros.model.graphs import GraphedStep
             try:
-                return self.model(images, **kwargs)
-            finally:
-                head.iterations = saved
+                self._graphs[key] = GraphedStep(self.model, *key[0], with_depth=key[1],
+                                                camera_iterations=iterations)
+                self.graph_status = f'on ({len(self._graphs)} captured)'
+            except RuntimeError as exc:  # capture refused: stay eager, say why
+                self.cuda_graphs = False
+                self._graphs.clear()
+                self.graph_status = f'off: capture failed ({exc})'
+                return None
+        return self._graphs[key]

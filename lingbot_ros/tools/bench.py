@@ -127,6 +127,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument('--warmup', type=int, default=1, help='untimed runs before the timed one')
     p.add_argument('--compare-fp32', action='store_true',
                    help='also run in float32 and report the pose drift')
+    p.add_argument('--eager', action='store_true', help='no CUDA graphs (as the reference)')
     p.add_argument('--seed', type=int, default=0)
     p.add_argument('--out', type=Path, default=None, help='write the numbers as JSON')
     return p
@@ -147,7 +148,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     for dtype in dtypes:
         engine = Engine.load(EngineConfig(checkpoint=args.checkpoint, preset=args.preset,
                                           device=args.device, dtype=dtype,
-                                          attention_backend=args.backend, seed=args.seed))
+                                          attention_backend=args.backend, seed=args.seed,
+                                          cuda_graphs=not args.eager))
         for _ in range(args.warmup):
             run_once(engine, stream, images[:args.scale_frames + 4])
         if engine.device.type == 'cuda':
@@ -158,6 +160,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             summary['peak_memory_gib'] = torch.cuda.max_memory_allocated(engine.device) / 2**30
             summary['gpu'] = torch.cuda.get_device_name(engine.device)
         summary.update(device=str(engine.device), backend=engine.backend, dtype=dtype,
+                       cuda_graphs=engine.graph_status,
                        model=engine.description, stats=run['stats'].as_dict())
         runs[dtype] = run
         results[dtype] = summary
@@ -173,7 +176,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         print(f"{dtype:9s} {args.height}x{args.width} {r['frames']} frames: "
               f"{r['ms_per_frame_overall']:.1f} ms/frame overall, steady median "
               f"{r['steady_ms_median']:.1f} ms (p90 {r['steady_ms_p90']:.1f}), "
-              f"{r['steady_fps']:.1f} FPS, backend {r['backend']}")
+              f"{r['steady_fps']:.1f} FPS, backend {r['backend']}, graphs {r['cuda_graphs']}")
     if 'drift_vs_float32' in results:
         print('drift vs float32:', results['drift_vs_float32'])
     if args.out is not None:
