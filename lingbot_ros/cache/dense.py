@@ -121,10 +121,10 @@ class DenseStreamCache:
         s = self.special_tokens
         kf = k.view(b, h, n, per_frame, d)
         vf = v.view(b, h, n, per_frame, d)
-        for i, f in enumerate(self._pending):
-            f.special[layer] = (kf[:, :, i, :s], vf[:, :, i, :s])
+        for i, f in enumerate(self._pending):  # copies: the caller may reuse k and v
+            f.special[layer] = (kf[:, :, i, :s].clone(), vf[:, :, i, :s].clone())
             if per_frame > s:
-                f.patch[layer] = (kf[:, :, i, s:], vf[:, :, i, s:])
+                f.patch[layer] = (kf[:, :, i, s:].clone(), vf[:, :, i, s:].clone())
         everything = self._frames + self._pending
         visible_patches = [f for f in everything if f.role == 'scale']
         window = [f for f in everything if f.role == 'window' and layer in f.patch]

@@ -38,6 +38,8 @@ class CachedAttention(Protocol):
         call, frame-major (``N = frames * tokens_per_frame``), keys already normalised and
         rotated. ``layer`` indexes the attention layer that calls (global block index, or
         ``iteration * trunk_depth + block`` in the camera head). The result has ``q``'s shape.
+        A cache copies what it keeps: the caller may overwrite ``k`` and ``v`` afterwards
+        (a CUDA-graph replay reuses the same buffers every frame).
         """
         ...
 

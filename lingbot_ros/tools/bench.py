@@ -96,6 +96,29 @@ def summarise(calls: list, steady_after: int) -> dict:
     }
 
 
+def profile_run(engine: Engine, stream: StreamConfig, images: torch.Tensor,
+                top: int = 30) -> dict:
+    """Profile a whole run; print the kernels with the most device time per frame."""
+    from torch.profiler import profile, ProfilerActivity
+    activities = [ProfilerActivity.CPU]
+    if engine.device.type == 'cuda':
+        activities.append(ProfilerActivity.CUDA)
+    with profile(activities=activities) as prof:
+        run_once(engine, stream, images)
+    events = prof.key_averages()
+    frames = images.shape[0]
+    rows = sorted(events, key=lambda e: e.device_time_total, reverse=True)[:top]
+    table = [{'name': e.key[:90], 'calls_per_frame': e.count / frames,
+              'device_ms_per_frame': e.device_time_total / 1e3 / frames} for e in rows]
+    kernels = [e for e in events if e.device_time_total > 0 and e.device_type.name == 'CUDA']
+    total = sum(e.device_time_total for e in kernels) / 1e3 / frames
+    launches = sum(e.count for e in kernels) / frames
+    print(f'device time {total:.1f} ms/frame in {launches:.0f} kernels/frame; top:')
+    for r in table:
+        print(f"  {r['device_ms_per_frame']:8.3f} ms  {r['calls_per_frame']:7.1f}x  {r['name']}")
+    return {'device_ms_per_frame': total, 'kernels_per_frame': launches, 'top': table}
+
+
 def pose_drift(a: np.ndarray, b: np.ndarray) -> dict:
     """Largest differences between two pose-code runs: translation, rotation, fov."""
     qa = a[:, 3:7] / np.linalg.norm(a[:, 3:7], axis=1, keepdims=True)
@@ -128,6 +151,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument('--compare-fp32', action='store_true',
                    help='also run in float32 and report the pose drift')
     p.add_argument('--eager', action='store_true', help='no CUDA graphs (as the reference)')
+    p.add_argument('--profile', action='store_true',
+                   help='after timing, profile one more run and print the top kernels')
     p.add_argument('--seed', type=int, default=0)
     p.add_argument('--out', type=Path, default=None, help='write the numbers as JSON')
     return p
@@ -164,6 +189,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                        model=engine.description, stats=run['stats'].as_dict())
         runs[dtype] = run
         results[dtype] = summary
+        if args.profile:
+            summary['profile'] = profile_run(engine, stream, images)
         del engine
         if torch.cuda.is_available():
             torch.cuda.empty_cache()
