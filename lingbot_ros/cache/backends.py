@@ -16,14 +16,21 @@
 Attention over cached pages: one interface, backends 'sdpa', 'flashinfer', 'paged_sdpa'.
 
 - ``sdpa``: PyTorch scaled-dot-product attention over the stream's visible run, which
-  the allocator keeps contiguous, so keys and values are views (no gather). On CUDA the
-  cuDNN kernel is preferred (the fastest measured on the H200 for this shape).
-- ``flashinfer``: FlashInfer's paged prefill over the page table; one call serves a
-  whole batch of streams. Imported lazily: it is optional.
+  the allocator keeps contiguous, so keys and values are views (no gather).
+- ``flashinfer``: FlashInfer. One stream: ragged prefill over the contiguous run (no
+  page indirection; planned once per call, run per layer). A batch of streams: paged
+  prefill over the page table, one call per layer. Imported lazily: it is optional.
 - ``paged_sdpa``: the page table read back in PyTorch (gather + masked SDPA, one call for
   a batch); the CPU stand-in for FlashInfer that tests use to check the page tables.
-- ``auto``: ``sdpa`` for one stream; ``flashinfer`` for a batch when it is importable on
-  CUDA, else ``sdpa`` -- always with a reason string the node can report.
+- ``auto``: ``flashinfer`` on CUDA in half precision when it is importable, else
+  ``sdpa`` -- always with a reason string the node can report.
+
+Measured on the H200 (``benchmarks/results/``): for the full window cuDNN SDPA is the
+fastest kernel on the device (18 ms / 24 layers) but builds an execution plan for every
+new key count, 2.8 ms of host time per call, and the key count grows by the special
+tokens of every committed frame. So the SDPA order prefers the flash kernel (no plan,
+0.09 ms host), and ``auto`` prefers FlashInfer's ragged FA3 kernel (0.05 ms host,
+0.84 ms device per layer vs cuDNN 0.70 and flash 1.22).
 """
 
 from __future__ import annotations
@@ -49,33 +56,48 @@ def flashinfer_module() -> tuple[Optional[object], str]:
     return flashinfer, 'flashinfer importable'
 
 
-def resolve_backend(requested: str, device: torch.device, streams: int = 1) -> tuple[str, str]:
-    """Choose the backend for ``requested``; return (backend, reason)."""
+HALF = (torch.float16, torch.bfloat16)
+
+
+def resolve_backend(requested: str, device: torch.device, streams: int = 1,
+                    dtype: Optional[torch.dtype] = None) -> tuple[str, str]:
+    """
+    Choose the backend for ``requested``; return (backend, reason).
+
+    ``dtype`` is the cache's storage type (FlashInfer needs half precision); None
+    means unknown (treated as half precision).
+    """
     if requested not in BACKENDS:
         raise ValueError(f'backend={requested!r} is not allowed: one of {BACKENDS}')
     if requested in ('sdpa', 'paged_sdpa'):
         return requested, 'requested'
     cuda = torch.device(device).type == 'cuda'
+    half = dtype is None or dtype in HALF
     if requested == 'flashinfer':
         if not cuda:
             raise ValueError(f'backend=flashinfer is not allowed on device {device}: needs CUDA')
+        if not half:
+            raise ValueError(f'backend=flashinfer is not allowed for {dtype}: needs float16 '
+                             'or bfloat16')
         mod, why = flashinfer_module()
         if mod is None:
             raise RuntimeError(f'backend=flashinfer requested but {why}')
         return 'flashinfer', 'requested'
-    if streams <= 1:
-        return 'sdpa', 'auto: one stream, contiguous run -> dense SDPA (fastest measured)'
     if not cuda:
-        return 'sdpa', f'auto: device {device} is not CUDA -> SDPA per stream'
+        return 'sdpa', f'auto: device {device} is not CUDA -> SDPA'
+    if not half:
+        return 'sdpa', f'auto: {dtype} cache -> SDPA (FlashInfer needs half precision)'
     mod, why = flashinfer_module()
     if mod is None:
-        return 'sdpa', f'auto: {why} -> SDPA per stream'
+        return 'sdpa', f'auto: {why} -> SDPA (fallback)'
+    if streams <= 1:
+        return 'flashinfer', 'auto: CUDA, half precision -> FlashInfer ragged prefill'
     return 'flashinfer', 'auto: batch of streams on CUDA -> FlashInfer paged prefill'
 
 
 # Kernel preference for the dense path on CUDA, first choice first (names of SDPBackend
-# members, lower case). cuDNN first: fastest measured on the H200 for this shape.
-SDPA_ORDER = ('cudnn_attention', 'flash_attention', 'efficient_attention', 'math')
+# members, lower case). Flash first: cuDNN plans per key count (see the module doc).
+SDPA_ORDER = ('flash_attention', 'efficient_attention', 'cudnn_attention', 'math')
 
 
 def _sdpa_context(device: torch.device):
@@ -149,3 +171,36 @@ class FlashInferPaged:
         q_nhd = q.to(k_pages.dtype).transpose(1, 2).reshape(s * n, h, d)
         out = self.wrapper.run(q_nhd, (k_pages, v_pages))
         return out.view(s, n, h, d).transpose(1, 2).to(q.dtype)
+
+
+class FlashInferRagged:
+    """
+    FlashInfer ragged prefill over one contiguous run: ``plan`` once per call, ``run`` per layer.
+
+    The index arrays live in two small host tensors updated in place (``plan`` reads
+    them on the host), so a frame builds no tensors from Python lists.
+    """
+
+    def __init__(self, device: torch.device, kernel: str = 'auto') -> None:
+        mod, why = flashinfer_module()
+        if mod is None:
+            raise RuntimeError(why)
+        workspace = torch.empty(_WORKSPACE_BYTES, dtype=torch.uint8, device=device)
+        self.wrapper = mod.BatchPrefillWithRaggedKVCacheWrapper(workspace, 'NHD', backend=kernel)
+        pin = torch.device(device).type == 'cuda'
+        self._qo = torch.zeros(2, dtype=torch.int32, pin_memory=pin)
+        self._kv = torch.zeros(2, dtype=torch.int32, pin_memory=pin)
+
+    def plan(self, queries: int, keys: int, heads: int, head_dim: int,
+             dtype: torch.dtype) -> None:
+        """Plan one request of ``queries`` over ``keys`` tokens."""
+        self._qo[1] = queries
+        self._kv[1] = keys
+        self.wrapper.plan(self._qo, self._kv, heads, heads, head_dim, causal=False,
+                          q_data_type=dtype, kv_data_type=dtype)
+
+    def run(self, q: torch.Tensor, k_run: torch.Tensor, v_run: torch.Tensor) -> torch.Tensor:
+        """``q`` [1, H, N, D] over a contiguous run ``[tokens, H, D]`` -> [1, H, N, D]."""
+        q_nhd = q[0].to(k_run.dtype).transpose(0, 1).contiguous()
+        out = self.wrapper.run(q_nhd, k_run, v_run)
+        return out.transpose(0, 1).unsqueeze(0).to(q.dtype)

@@ -34,7 +34,7 @@ from typing import Optional, Union
 
 import torch
 
-from .backends import FlashInferPaged, paged_sdpa_run, resolve_backend, sdpa_run
+from .backends import FlashInferRagged, paged_sdpa_run, resolve_backend, sdpa_run
 from .layout import StreamLayout
 from .overflow import CacheOverflow
 from .page_table import PageTable, Run
@@ -57,9 +57,10 @@ class PagedStreamCache:
         self.page = pool.page_size
         self.first_page = pool.first_page[stream]
         self.special_page = self.first_page + lay.patch_pages   # patch slot 0 is just below
-        self.backend, self.backend_reason = resolve_backend(backend, pool.device, streams=1)
+        self.backend, self.backend_reason = resolve_backend(backend, pool.device, streams=1,
+                                                            dtype=pool.dtype)
         self.table = PageTable(1, lay.pages, self.page, pool.page_ids)
-        self._flashinfer: Optional[FlashInferPaged] = None
+        self._flashinfer: Optional[FlashInferRagged] = None
         self._slots = SlotAllocator(lay.scale_frames, lay.sliding_window, lay.patch_pages)
         self.overflow_events = 0
         self.page_moves = 0           # pages copied (all layers) to keep runs contiguous
@@ -253,9 +254,10 @@ class PagedStreamCache:
         self.table.update([run._replace(queries=queries)])
         if self.backend == 'flashinfer':
             if self._flashinfer is None:
-                self._flashinfer = FlashInferPaged(self.pool.device)
-            self._flashinfer.plan(self.table, self.pool.heads, self.pool.head_dim,
-                                  self.pool.dtype, self.pool.dtype)
+                self._flashinfer = FlashInferRagged(self.pool.device)
+            start, end = self.visible_tokens()
+            self._flashinfer.plan(queries, end - start, self.pool.heads, self.pool.head_dim,
+                                  self.pool.dtype)
         self._planned = self.generation
 
     def attend_cached(self, layer: int, q: torch.Tensor) -> torch.Tensor:
@@ -266,7 +268,9 @@ class PagedStreamCache:
             return sdpa_run(q, k_flat[start:end], v_flat[start:end])
         self._plan(q.shape[2])
         if self.backend == 'flashinfer':
-            return self._flashinfer.run(q, self.pool.k[layer], self.pool.v[layer])
+            start, end = self.visible_tokens()
+            k_flat, v_flat = self.pool.flat(layer)
+            return self._flashinfer.run(q, k_flat[start:end], v_flat[start:end])
         return paged_sdpa_run(q, self.pool.k[layer], self.pool.v[layer], self.table)
 
     def attend(self, layer: int, q: torch.Tensor, k: torch.Tensor,

@@ -47,22 +47,13 @@ def _resolve_device(name: str) -> torch.device:
     return device
 
 
-def _resolve_backend(name: str, device: torch.device) -> str:
-    if name == 'sdpa':
-        return 'sdpa'
-    has_flashinfer = device.type == 'cuda' and _importable('flashinfer')
-    if name == 'flashinfer' and not has_flashinfer:
-        raise EngineError("attention_backend='flashinfer' needs a CUDA device and the "
-                          'flashinfer package')
-    return 'flashinfer' if has_flashinfer and name == 'flashinfer' else 'sdpa'
-
-
-def _importable(module: str) -> bool:
+def _resolve_backend(name: str, device: torch.device, dtype: torch.dtype) -> tuple:
+    """Return (backend, reason) for the aggregator cache, as the cache layer decides it."""
+    from lingbot_ros.cache.backends import resolve_backend
     try:
-        __import__(module)
-    except ImportError:
-        return False
-    return True
+        return resolve_backend(name, device, streams=1, dtype=dtype)
+    except (ValueError, RuntimeError) as exc:
+        raise EngineError(f'attention_backend={name!r}: {exc}') from exc
 
 
 def _model_config(cfg: EngineConfig) -> ModelConfig:
@@ -93,6 +84,7 @@ class Engine:
         self.backend = backend
         self.description = description
         self.cache_factory = cache_factory or default_cache_factory(backend)
+        self.backend_reason = 'given'
         self.runner = _Runner(model, cuda_graphs and device.type == 'cuda')
         self._sessions: dict = {}
 
@@ -116,8 +108,8 @@ class Engine:
         except ConfigError as exc:
             raise EngineError(str(exc)) from exc
         device = _resolve_device(cfg.device)
-        backend = _resolve_backend(cfg.attention_backend, device)
         dtype = _DTYPES[cfg.dtype]
+        backend, backend_reason = _resolve_backend(cfg.attention_backend, device, dtype)
         if cfg.checkpoint is not None and not Path(cfg.checkpoint).is_file():
             raise EngineError(f'checkpoint {cfg.checkpoint}: no such file')
         try:
@@ -132,8 +124,10 @@ class Engine:
                 f'random weights (model config {cfg.model_config}, seed {cfg.seed})'
         else:
             description = str(cfg.checkpoint)
-        return cls(model, model_cfg, device, dtype, backend, description,
-                   cuda_graphs=cfg.cuda_graphs)
+        engine = cls(model, model_cfg, device, dtype, backend, description,
+                     cuda_graphs=cfg.cuda_graphs)
+        engine.backend_reason = backend_reason
+        return engine
 
     def context(self) -> SessionContext:
         """Bundle what sessions of this engine share."""

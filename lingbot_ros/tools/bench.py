@@ -185,6 +185,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             summary['peak_memory_gib'] = torch.cuda.max_memory_allocated(engine.device) / 2**30
             summary['gpu'] = torch.cuda.get_device_name(engine.device)
         summary.update(device=str(engine.device), backend=engine.backend, dtype=dtype,
+                       backend_reason=engine.backend_reason,
                        cuda_graphs=engine.graph_status,
                        model=engine.description, stats=run['stats'].as_dict())
         runs[dtype] = run
