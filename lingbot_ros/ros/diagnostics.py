@@ -49,6 +49,7 @@ class NodeInfo:
     device: str = ''
     dtype: str = ''
     backend: str = ''
+    cuda_graphs: str = ''
     fallbacks: list = field(default_factory=list)
     missing: list = field(default_factory=list)
     converter: str = ''
@@ -91,6 +92,7 @@ def node_status(info: NodeInfo, cameras: list) -> DiagnosticStatus:
     values = [('state', info.state), ('model', info.model),
               ('random_weights', info.random_weights), ('device', info.device),
               ('dtype', info.dtype), ('attention_backend', info.backend),
+              ('cuda_graphs', info.cuda_graphs or 'n/a'),
               ('gpu_memory', gpu_memory()),
               ('missing_optional', ', '.join(info.missing) or 'none'),
               ('image_conversion', info.converter),

@@ -456,6 +456,8 @@ class LingbotNode(LifecycleNode):
         if self._worker is not None and self.info.state == 'active' \
                 and not self._worker.alive:
             self.info.error = 'the worker thread stopped'
+        if self.engine is not None:
+            self.info.cuda_graphs = self.engine.graph_status
         msg = diagnostics.build(self.info, list(self.cameras), diag,
                                 self.get_clock().now().to_msg())
         self._diag_pub.publish(msg)

@@ -86,6 +86,8 @@ SPECS: tuple[Spec, ...] = (
          choices=('auto', 'sdpa', 'flashinfer')),
     Spec('seed', 0, 'Seed for random weights (no checkpoint).', read_only=True,
          low=0, high=2**31 - 1),
+    Spec('cuda_graphs', True, 'Replay each streaming frame as CUDA graphs cut at the cache '
+         'calls (CUDA only; falls back to eager, reported in diagnostics).', read_only=True),
     Spec('image_size', 518, 'Model input width in pixels (a multiple of the 14 px patch); '
          'the height follows the camera aspect ratio.', read_only=True, low=28, high=1036,
          check=lambda v: v % 14 == 0, rule='a multiple of 14 in [28, 1036]'),
@@ -181,6 +183,7 @@ class ModelParams:
     dtype: str
     attention_backend: str
     seed: int
+    cuda_graphs: bool
 
 
 @dataclass(frozen=True)
@@ -394,7 +397,8 @@ def engine_config(p: NodeParams, cuda_available: bool) -> EngineConfig:
         dtype = 'bfloat16' if on_cuda else 'float32'
     return EngineConfig(checkpoint=m.checkpoint or None, preset=p.resolved_preset,
                         model_config=m.model_config or None, device=m.device, dtype=dtype,
-                        attention_backend=m.attention_backend, seed=m.seed).validate()
+                        attention_backend=m.attention_backend, seed=m.seed,
+                        cuda_graphs=m.cuda_graphs).validate()
 
 
 def stream_config(p: NodeParams) -> StreamConfig:

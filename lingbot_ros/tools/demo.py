@@ -46,6 +46,9 @@ TOPIC = '/lingbot_demo/image'
 NODE = 'lingbot_node'
 
 
+
+DEMO_DOMAIN = 47  # a fixed, uncommon domain: the demo never joins a robot's default one
+
 def _executable(name: str, module: str) -> list:
     here = Path(sys.executable).with_name(name)
     if here.exists():
@@ -96,7 +99,9 @@ def _summary(array) -> list:
 def main(argv: Optional[list] = None) -> int:
     """Run node + player, print what comes back, exit 0 after ``--frames`` poses."""
     args = parse_args(argv)
-    os.environ.setdefault('ROS_AUTOMATIC_DISCOVERY_RANGE', 'LOCALHOST')
+    # The demo's DDS traffic stays on this machine, in its own domain unless one is set.
+    os.environ['ROS_AUTOMATIC_DISCOVERY_RANGE'] = 'LOCALHOST'
+    os.environ.setdefault('ROS_DOMAIN_ID', str(DEMO_DOMAIN))
     import torch
     size = args.image_size or (518 if torch.cuda.is_available() and args.device != 'cpu'
                                else 112)
