@@ -44,10 +44,8 @@ BANNER = """
 """
 TOPIC = '/lingbot_demo/image'
 NODE = 'lingbot_node'
-
-
-
 DEMO_DOMAIN = 47  # a fixed, uncommon domain: the demo never joins a robot's default one
+
 
 def _executable(name: str, module: str) -> list:
     here = Path(sys.executable).with_name(name)
