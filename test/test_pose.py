@@ -20,8 +20,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from lingbot_ros.model.pose import (intrinsics_to_input, pose_encoding_to_camera,
                                     quaternion_to_rotation, rotation_to_quaternion,
-                                    rotation_to_quaternion_np, se3_inverse, se3_inverse_np,
-                                    to_homogeneous)
+                                    se3_inverse, to_homogeneous)
+from lingbot_ros.streaming.trajectory import invert_rigid, matrix_to_quat
 import numpy as np
 import torch
 
@@ -72,7 +72,7 @@ def test_rotation_to_quaternion_near_half_turns_and_batches():
     rot = quaternion_to_rotation(q).reshape(2, 2, 3, 3)
     back = rotation_to_quaternion(rot).reshape(4, 4)
     torch.testing.assert_close(quaternion_to_rotation(back), quaternion_to_rotation(q))
-    np.testing.assert_allclose(rotation_to_quaternion_np(rot.numpy()).reshape(4, 4), back.numpy())
+    np.testing.assert_allclose(matrix_to_quat(rot.numpy()).reshape(4, 4), back.numpy())
 
 
 def test_se3_inverse_shapes_and_numpy_twin():
@@ -85,8 +85,8 @@ def test_se3_inverse_shapes_and_numpy_twin():
     torch.testing.assert_close(full @ se3_inverse(full), torch.eye(4, dtype=torch.float64)
                                .expand(5, 4, 4))
     torch.testing.assert_close(se3_inverse(pose), se3_inverse(full)[:, :3])
-    np.testing.assert_allclose(se3_inverse_np(full.numpy()), se3_inverse(full).numpy())
-    np.testing.assert_allclose(se3_inverse_np(pose.numpy()), se3_inverse(pose).numpy())
+    np.testing.assert_allclose(invert_rigid(full.numpy()), se3_inverse(full).numpy())
+    np.testing.assert_allclose(invert_rigid(pose.numpy()), se3_inverse(full).numpy())
 
 
 def test_intrinsics_to_input_projects_consistently():

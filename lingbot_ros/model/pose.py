@@ -20,14 +20,14 @@ The camera head emits ``pose_enc = [T (3), q (4, x y z w), fov_h, fov_w]``. We r
 camera centre, as the reference's consuming code does. The intrinsics put the principal
 point at the image centre in continuous pixel coordinates (pixel edges on integers).
 
-Torch functions are batched over any leading dims; the ``*_np`` helpers serve the ROS side.
+Batched over any leading dims. :mod:`lingbot_ros.streaming.trajectory` gives the host side
+float64 numpy faces of the same functions.
 """
 
 from __future__ import annotations
 
 from typing import Tuple
 
-import numpy as np
 import torch
 
 
@@ -125,23 +125,4 @@ def intrinsics_to_input(k: torch.Tensor, scale_xy: Tuple[float, float],
     out[..., 0, 2] = (k[..., 0, 2] + ox) / sx
     out[..., 1, 1] = k[..., 1, 1] / sy
     out[..., 1, 2] = (k[..., 1, 2] + oy) / sy
-    return out
-
-
-# --- numpy helpers for the ROS side ----------------------------------------------------
-
-
-def rotation_to_quaternion_np(rot: np.ndarray) -> np.ndarray:
-    """Do :func:`rotation_to_quaternion` on numpy (x, y, z, w; w >= 0), float64."""
-    t = torch.from_numpy(np.asarray(rot, dtype=np.float64))
-    return rotation_to_quaternion(t).numpy()
-
-
-def se3_inverse_np(pose: np.ndarray) -> np.ndarray:
-    """Do :func:`se3_inverse` on numpy."""
-    pose = np.asarray(pose)
-    rot_t = np.swapaxes(pose[..., :3, :3], -1, -2)
-    out = np.array(pose, copy=True)
-    out[..., :3, :3] = rot_t
-    out[..., :3, 3] = -(rot_t @ pose[..., :3, 3:4])[..., 0]
     return out
