@@ -45,6 +45,7 @@ import math
 import time
 from typing import Any, Callable, Deque, Optional, Sequence
 
+from lingbot_ros.cache.overflow import CacheOverflow
 from lingbot_ros.cache.stats import CacheStats
 from lingbot_ros.model.config import ConfigError, ModelConfig, SPECIAL_TOKENS
 from lingbot_ros.streaming.caches import CacheFactory, CacheSpec, StreamCache
@@ -56,12 +57,6 @@ from lingbot_ros.streaming.trajectory import (intrinsics_from_fov, invert_rigid,
 from lingbot_ros.streaming.windows import align_overlap, Sim3
 import numpy as np
 import torch
-
-try:
-    from lingbot_ros.cache.overflow import CacheOverflow
-except ImportError:  # pragma: no cover - until the paged cache lands
-    class CacheOverflow(Exception):
-        """Stand-in: no cache raises it."""
 
 
 class FrameRejected(ValueError):
