@@ -81,7 +81,7 @@ class _Recorder:
         self.cuts.append(_Cut(target, layer, q, k, v, out))
         graph = torch.cuda.CUDAGraph()
         self.graphs.append(graph)
-        graph.capture_begin(pool=self.pool)
+        graph.capture_begin(pool=self.pool, capture_error_mode='thread_local')
         return out
 
 
@@ -127,7 +127,7 @@ class GraphedStep:
             pool = torch.cuda.graph_pool_handle()
             graphs = [torch.cuda.CUDAGraph()]
             recorder = _Recorder(graphs, pool, stream)
-            graphs[0].capture_begin(pool=pool)
+            graphs[0].capture_begin(pool=pool, capture_error_mode='thread_local')
             try:
                 self.output = self._forward(recorder)
             finally:
