@@ -57,15 +57,18 @@ def flashinfer_module() -> tuple[Optional[object], str]:
 
 
 HALF = (torch.float16, torch.bfloat16)
+FLASHINFER_HEAD_DIMS = (64, 128, 256)  # head sizes FlashInfer's prefill kernels are built for
 
 
 def resolve_backend(requested: str, device: torch.device, streams: int = 1,
-                    dtype: Optional[torch.dtype] = None) -> tuple[str, str]:
+                    dtype: Optional[torch.dtype] = None,
+                    head_dim: Optional[int] = None) -> tuple[str, str]:
     """
     Choose the backend for ``requested``; return (backend, reason).
 
-    ``dtype`` is the cache's storage type (FlashInfer needs half precision); None
-    means unknown (treated as half precision).
+    ``dtype`` is the cache's storage type (FlashInfer needs half precision) and
+    ``head_dim`` the attention head size (FlashInfer needs one of
+    ``FLASHINFER_HEAD_DIMS``); None means unknown (assumed to fit).
     """
     if requested not in BACKENDS:
         raise ValueError(f'backend={requested!r} is not allowed: one of {BACKENDS}')
@@ -73,12 +76,16 @@ def resolve_backend(requested: str, device: torch.device, streams: int = 1,
         return requested, 'requested'
     cuda = torch.device(device).type == 'cuda'
     half = dtype is None or dtype in HALF
+    head_ok = head_dim is None or head_dim in FLASHINFER_HEAD_DIMS
     if requested == 'flashinfer':
         if not cuda:
             raise ValueError(f'backend=flashinfer is not allowed on device {device}: needs CUDA')
         if not half:
             raise ValueError(f'backend=flashinfer is not allowed for {dtype}: needs float16 '
                              'or bfloat16')
+        if not head_ok:
+            raise ValueError(f'backend=flashinfer is not allowed for head_dim={head_dim}: '
+                             f'needs one of {FLASHINFER_HEAD_DIMS}')
         mod, why = flashinfer_module()
         if mod is None:
             raise RuntimeError(f'backend=flashinfer requested but {why}')
@@ -87,6 +94,9 @@ def resolve_backend(requested: str, device: torch.device, streams: int = 1,
         return 'sdpa', f'auto: device {device} is not CUDA -> SDPA'
     if not half:
         return 'sdpa', f'auto: {dtype} cache -> SDPA (FlashInfer needs half precision)'
+    if not head_ok:
+        return 'sdpa', (f'auto: head_dim {head_dim} -> SDPA (FlashInfer kernels exist for '
+                        f'{FLASHINFER_HEAD_DIMS})')
     mod, why = flashinfer_module()
     if mod is None:
         return 'sdpa', f'auto: {why} -> SDPA (fallback)'
@@ -204,3 +214,19 @@ class FlashInferRagged:
         q_nhd = q[0].to(k_run.dtype).transpose(0, 1).contiguous()
         out = self.wrapper.run(q_nhd, k_run, v_run)
         return out.transpose(0, 1).unsqueeze(0).to(q.dtype)
+
+
+def warm_up_flashinfer(device: torch.device, heads: int, head_dim: int,
+                       dtype: torch.dtype) -> None:
+    """
+    Run one tiny ragged prefill so FlashInfer compiles its kernel now, not on frame one.
+
+    FlashInfer builds kernels on first use (tens of seconds); a node should pay that
+    while configuring, not while its cameras stream. Raises whatever FlashInfer raises.
+    """
+    wrapper = FlashInferRagged(device)
+    wrapper.plan(8, 16, heads, head_dim, dtype)
+    q = torch.randn(1, heads, 8, head_dim, device=device, dtype=dtype)
+    kv = torch.randn(16, heads, head_dim, device=device, dtype=dtype)
+    wrapper.run(q, kv, kv)
+    torch.cuda.synchronize(device)

@@ -49,7 +49,8 @@ class StreamBatch:
         self.pool = pool
         self.backend, self.backend_reason = resolve_backend(backend, pool.device,
                                                             streams=len(caches),
-                                                            dtype=pool.dtype)
+                                                            dtype=pool.dtype,
+                                                            head_dim=pool.head_dim)
         max_pages = sum(c.layout.pages for c in caches)
         self.table = PageTable(len(caches), max_pages, pool.page_size, pool.page_ids)
         self._flashinfer: Optional[FlashInferPaged] = None

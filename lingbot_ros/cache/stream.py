@@ -58,7 +58,8 @@ class PagedStreamCache:
         self.first_page = pool.first_page[stream]
         self.special_page = self.first_page + lay.patch_pages   # patch slot 0 is just below
         self.backend, self.backend_reason = resolve_backend(backend, pool.device, streams=1,
-                                                            dtype=pool.dtype)
+                                                            dtype=pool.dtype,
+                                                            head_dim=pool.head_dim)
         self.table = PageTable(1, lay.pages, self.page, pool.page_ids)
         self._flashinfer: Optional[FlashInferRagged] = None
         self._slots = SlotAllocator(lay.scale_frames, lay.sliding_window, lay.patch_pages)

@@ -237,7 +237,7 @@ class LingbotNode(LifecycleNode):
         info.fallbacks = []
         if cfg.attention_backend == 'auto' and engine.device.type == 'cuda' \
                 and engine.backend != 'flashinfer':
-            info.fallbacks.append('attention: FlashInfer not installed, using PyTorch SDPA')
+            info.fallbacks.append(f'attention: {engine.backend_reason}')
         if 'tf2_ros' in info.missing and self.params.outputs.publish_tf:
             info.fallbacks.append('tf2_ros not installed: TF not published')
         info.hardware_id = _hardware_id(engine.device)

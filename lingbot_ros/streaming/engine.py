@@ -47,13 +47,30 @@ def _resolve_device(name: str) -> torch.device:
     return device
 
 
-def _resolve_backend(name: str, device: torch.device, dtype: torch.dtype) -> tuple:
-    """Return (backend, reason) for the aggregator cache, as the cache layer decides it."""
-    from lingbot_ros.cache.backends import resolve_backend
+def _resolve_backend(name: str, device: torch.device, dtype: torch.dtype,
+                     model_cfg: ModelConfig) -> tuple:
+    """
+    Return (backend, reason) for the aggregator cache, as the cache layer decides it.
+
+    FlashInfer compiles its kernel here (configure time) rather than on the first
+    frame; if that fails, ``auto`` falls back to SDPA and says why.
+    """
+    from lingbot_ros.cache.backends import resolve_backend, warm_up_flashinfer
+    agg = model_cfg.aggregator
     try:
-        return resolve_backend(name, device, streams=1, dtype=dtype)
+        backend, reason = resolve_backend(name, device, streams=1, dtype=dtype,
+                                          head_dim=agg.head_dim)
     except (ValueError, RuntimeError) as exc:
         raise EngineError(f'attention_backend={name!r}: {exc}') from exc
+    if backend == 'flashinfer':
+        try:
+            warm_up_flashinfer(device, agg.num_heads, agg.head_dim, dtype)
+        except Exception as exc:  # noqa: BLE001 - any kernel build failure
+            if name == 'flashinfer':
+                raise EngineError(f'attention_backend=flashinfer: the kernel failed to build '
+                                  f'or run ({type(exc).__name__}: {exc})') from exc
+            return 'sdpa', f'auto: FlashInfer failed its warm-up ({type(exc).__name__}) -> SDPA'
+    return backend, reason
 
 
 def _model_config(cfg: EngineConfig) -> ModelConfig:
@@ -109,7 +126,8 @@ class Engine:
             raise EngineError(str(exc)) from exc
         device = _resolve_device(cfg.device)
         dtype = _DTYPES[cfg.dtype]
-        backend, backend_reason = _resolve_backend(cfg.attention_backend, device, dtype)
+        backend, backend_reason = _resolve_backend(cfg.attention_backend, device, dtype,
+                                                   model_cfg)
         if cfg.checkpoint is not None and not Path(cfg.checkpoint).is_file():
             raise EngineError(f'checkpoint {cfg.checkpoint}: no such file')
         try:

@@ -1,0 +1,46 @@
+# Copyright 2026 The lingbot_ros Authors
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""Which attention backend a cache gets, and why (no GPU needed to decide)."""
+
+from lingbot_ros.cache.backends import FLASHINFER_HEAD_DIMS, resolve_backend
+import pytest
+import torch
+
+CUDA = torch.device('cuda')  # only its type is read: no device is touched
+
+
+def test_auto_on_cpu_is_sdpa():
+    assert resolve_backend('auto', torch.device('cpu'), dtype=torch.bfloat16)[0] == 'sdpa'
+
+
+def test_auto_keeps_full_precision_caches_on_sdpa():
+    backend, reason = resolve_backend('auto', CUDA, dtype=torch.float32, head_dim=64)
+    assert backend == 'sdpa' and 'half precision' in reason
+
+
+@pytest.mark.parametrize('head_dim', [16, 32, 96])
+def test_auto_keeps_unsupported_head_sizes_on_sdpa(head_dim):
+    assert head_dim not in FLASHINFER_HEAD_DIMS
+    backend, reason = resolve_backend('auto', CUDA, dtype=torch.bfloat16, head_dim=head_dim)
+    assert backend == 'sdpa' and f'head_dim {head_dim}' in reason
+
+
+def test_explicit_flashinfer_refuses_what_it_cannot_run():
+    with pytest.raises(ValueError, match='head_dim=16'):
+        resolve_backend('flashinfer', CUDA, dtype=torch.bfloat16, head_dim=16)
+    with pytest.raises(ValueError, match='float16 or bfloat16'):
+        resolve_backend('flashinfer', CUDA, dtype=torch.float32, head_dim=64)
+    with pytest.raises(ValueError, match='needs CUDA'):
+        resolve_backend('flashinfer', torch.device('cpu'), dtype=torch.bfloat16, head_dim=64)
