@@ -37,6 +37,7 @@ class CacheStats:
     bytes_reserved: int = 0     # KV bytes allocated for this stream (all layers, K and V)
     overflow_events: int = 0    # times a pool would have overflowed (handled by the session)
     window_index: int = 0       # how many times the session opened a new window
+    sliding_window: int = 0     # window frames in effect (below the configured one after OOM)
 
     def as_dict(self) -> dict:
         return asdict(self)

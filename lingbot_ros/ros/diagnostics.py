@@ -122,6 +122,11 @@ def camera_status(cam: CameraStream, info: NodeInfo, diag: DiagParams,
     if pool_total and pool_use > diag.pool_use_warn:
         level = max(level, WARN)
         problems.append(f'KV pool use {pool_use:.0%} above {diag.pool_use_warn:.0%}')
+    configured = cam.sliding_window
+    if s.sliding_window and configured and s.sliding_window < configured:
+        level = max(level, WARN)
+        problems.append(f'KV window shrunk to {s.sliding_window} frames (configured '
+                        f'{configured}) after device out-of-memory')
     if c.rejected.get('out_of_memory'):
         level = max(level, WARN)
         problems.append(f'{c.rejected["out_of_memory"]} frame(s) lost to device out-of-memory')
@@ -151,6 +156,7 @@ def camera_status(cam: CameraStream, info: NodeInfo, diag: DiagParams,
         ('pool_use', f'{pool_use:.3f}' if pool_total else 'n/a'),
         ('overflow_events', s.overflow_events),
         ('window_index', s.window_index),
+        ('sliding_window', s.sliding_window),
         ('input_rate_hz', f'{c.input_rate.rate(now):.2f}'),
         ('processed_rate_hz', f'{c.processed_rate.rate(now):.2f}'),
         ('drop_rate', f'{drop_rate:.3f}'),

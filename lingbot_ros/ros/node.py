@@ -200,6 +200,8 @@ class LingbotNode(LifecycleNode):
         self.cameras = [CameraStream(i, n, t, s, params.diag.stats_window)
                         for i, (n, t, s) in enumerate(zip(names, params.inputs.camera_topics,
                                                           sessions))]
+        for cam in self.cameras:
+            cam.sliding_window = stream_cfg.sliding_window
         self._queue = FrameQueue(len(self.cameras), params.inputs.queue_size)
         self._worker = Worker(self.cameras, self._queue, self, self.current_stream_config)
         self._converter = ImageConverter(params.inputs.use_cv_bridge)

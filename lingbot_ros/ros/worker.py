@@ -126,6 +126,7 @@ class CameraStream:
         self.session = session
         self.counters = CameraCounters(window)
         self.cache_stats = CacheStats()
+        self.sliding_window = 0   # configured window frames (0: unknown); stats say what runs
         self.frame_id = ''
         self.lock = threading.Lock()   # guards trajectory and path (worker vs services)
         self.trajectory: Deque[tuple] = deque(maxlen=trajectory_length)

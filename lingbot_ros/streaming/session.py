@@ -59,6 +59,9 @@ import numpy as np
 import torch
 
 
+MIN_SLIDING_WINDOW = 4  # the smallest window an out-of-memory shrink goes down to
+
+
 class FrameRejected(ValueError):
     """A frame the model could not use (e.g. a non-finite output); the state is unchanged."""
 
@@ -205,6 +208,9 @@ class Session:
         self._buffer: list = []
         self._window: Optional[_Window] = None
         self._caches = None
+        # Window frames in effect: the configured ones unless device memory ran out while
+        # allocating the pools (then halved, down to MIN_SLIDING_WINDOW; a reset retries).
+        self._window_frames = self._cfg.sliding_window
         self._input_hw: Optional[tuple] = None
         self._model_hw: Optional[tuple] = None
         self._index = 0               # frames seen by the session
@@ -241,7 +247,7 @@ class Session:
         else:
             base = CacheStats()
         return replace(base, keyframes=self._keyframes, rollbacks=self._rollbacks,
-                       evictions=self._evictions,
+                       evictions=self._evictions, sliding_window=self._window_frames,
                        overflow_events=self._overflows,
                        window_index=self._windows_opened)
 
@@ -329,18 +335,30 @@ class Session:
         """Create (once per size) the caches through the injected factory."""
         mc = self._ctx.model_config
         p = mc.patch_size
-        key = (h, w, self._cfg.scale_frames, self._cfg.sliding_window, self.window_limit)
+        key = (h, w, self._cfg.scale_frames, self._window_frames, self.window_limit)
         if self._caches is None or self._caches[0] != key:
             agg, cam = mc.aggregator, mc.camera_head
-            spec = CacheSpec(
-                special_tokens=SPECIAL_TOKENS, patches_per_frame=(h // p) * (w // p),
-                scale_frames=self._cfg.scale_frames, sliding_window=self._cfg.sliding_window,
-                max_frames=self.window_limit, global_layers=agg.depth,
-                global_heads=agg.num_heads, global_head_dim=agg.head_dim,
-                camera_layers=cam.trunk_depth * self._iterations(),
-                camera_heads=cam.num_heads, camera_head_dim=mc.head_width // cam.num_heads,
-                device=self._ctx.device, dtype=self._ctx.dtype, backend=self._ctx.backend)
-            self._caches = (key, *self._ctx.cache_factory(spec))
+            self._caches = None  # let the old pools go before new ones are allocated
+            while True:
+                spec = CacheSpec(
+                    special_tokens=SPECIAL_TOKENS, patches_per_frame=(h // p) * (w // p),
+                    scale_frames=self._cfg.scale_frames, sliding_window=self._window_frames,
+                    max_frames=self.window_limit, global_layers=agg.depth,
+                    global_heads=agg.num_heads, global_head_dim=agg.head_dim,
+                    camera_layers=cam.trunk_depth * self._iterations(),
+                    camera_heads=cam.num_heads, camera_head_dim=mc.head_width // cam.num_heads,
+                    device=self._ctx.device, dtype=self._ctx.dtype, backend=self._ctx.backend)
+                try:
+                    self._caches = (key, *self._ctx.cache_factory(spec))
+                    break
+                except torch.cuda.OutOfMemoryError:
+                    if self._window_frames <= MIN_SLIDING_WINDOW:
+                        raise
+                    # Too little device memory for this window: halve it and go on.
+                    self._window_frames = max(MIN_SLIDING_WINDOW, self._window_frames // 2)
+                    key = key[:3] + (self._window_frames,) + key[4:]
+                    if self._ctx.device.type == 'cuda':
+                        torch.cuda.empty_cache()
         _, gc, cc = self._caches
         gc.reset()
         cc.reset()
