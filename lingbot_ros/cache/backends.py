@@ -157,15 +157,20 @@ def paged_sdpa_run(q: torch.Tensor, k_pages: torch.Tensor, v_pages: torch.Tensor
     return out.to(q.dtype)
 
 
+def _flashinfer_wrapper(kind: str, device: torch.device, kernel: str):
+    """Build FlashInfer's ``Batch<kind>Wrapper`` (NHD) with its own workspace."""
+    mod, why = flashinfer_module()
+    if mod is None:
+        raise RuntimeError(why)
+    workspace = torch.empty(_WORKSPACE_BYTES, dtype=torch.uint8, device=device)
+    return getattr(mod, f'Batch{kind}Wrapper')(workspace, 'NHD', backend=kernel)
+
+
 class FlashInferPaged:
     """A planned FlashInfer paged-prefill wrapper: ``plan`` once per frame, ``run`` per layer."""
 
     def __init__(self, device: torch.device, kernel: str = 'auto') -> None:
-        mod, why = flashinfer_module()
-        if mod is None:
-            raise RuntimeError(why)
-        workspace = torch.empty(_WORKSPACE_BYTES, dtype=torch.uint8, device=device)
-        self.wrapper = mod.BatchPrefillWithPagedKVCacheWrapper(workspace, 'NHD', backend=kernel)
+        self.wrapper = _flashinfer_wrapper('PrefillWithPagedKVCache', device, kernel)
 
     def plan(self, table: PageTable, heads: int, head_dim: int, q_dtype: torch.dtype,
              kv_dtype: torch.dtype) -> None:
@@ -192,11 +197,7 @@ class FlashInferRagged:
     """
 
     def __init__(self, device: torch.device, kernel: str = 'auto') -> None:
-        mod, why = flashinfer_module()
-        if mod is None:
-            raise RuntimeError(why)
-        workspace = torch.empty(_WORKSPACE_BYTES, dtype=torch.uint8, device=device)
-        self.wrapper = mod.BatchPrefillWithRaggedKVCacheWrapper(workspace, 'NHD', backend=kernel)
+        self.wrapper = _flashinfer_wrapper('PrefillWithRaggedKVCache', device, kernel)
         pin = torch.device(device).type == 'cuda'
         self._qo = torch.zeros(2, dtype=torch.int32, pin_memory=pin)
         self._kv = torch.zeros(2, dtype=torch.int32, pin_memory=pin)
