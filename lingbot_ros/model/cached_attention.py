@@ -15,7 +15,7 @@
 """
 The one thing the model needs from a KV cache, stated as a protocol.
 
-The model never imports ``lingbot_ros.cache``; a streaming session hands the global
+The model never imports the cache package; a streaming session hands the global
 blocks and the camera head objects that satisfy :class:`CachedAttention`.
 """
 
