@@ -16,12 +16,14 @@
 
 from dataclasses import dataclass
 import threading
+import time
 
 from lingbot_ros.cache.stats import CacheStats
+from lingbot_ros.model.config import ConfigError
 from lingbot_ros.ros import messages
 from lingbot_ros.ros.worker import CameraStream, Frame, FrameQueue, NAN_RESET_AFTER, Worker
 from lingbot_ros.streaming.result import FrameResult, FrameType
-from lingbot_ros.streaming.session import FrameRejected
+from lingbot_ros.streaming.session import FrameRejected, SizeChanged
 import numpy as np
 import pytest
 
@@ -67,7 +69,7 @@ class FakeSession:
 
     def step(self, image, stamp):
         if self.hw is not None and image.shape[:2] != self.hw:
-            raise ValueError(f'frame size {image.shape[1]}x{image.shape[0]} differs')
+            raise SizeChanged(f'frame size {image.shape[1]}x{image.shape[0]} differs')
         if stamp in self.reject_stamps:
             raise FrameRejected('the model returned a non-finite pose; frame dropped')
         self.hw = image.shape[:2]
@@ -87,7 +89,7 @@ class Sink:
         self.published.append((cam.name, result.stamp_ns))
 
     def report(self, cam, reason, text, level):
-        self.reports.append((cam.name, reason, level))
+        self.reports.append((cam.name if cam is not None else None, reason, level))
 
 
 def _frame(cam, stamp, hw=(48, 64)):
@@ -260,3 +262,56 @@ def test_worker_thread_stops_cleanly_while_idle():
     stopped = threading.Event()
     threading.Thread(target=lambda: (worker.stop(), stopped.set())).start()
     assert stopped.wait(5.0)
+
+
+def test_rejected_non_finite_frames_reset_the_session_after_a_run_of_them():
+    stamps = list(range(100, 100 + NAN_RESET_AFTER))
+    cams, _, sink, worker = _rig(reject_stamps=stamps)
+    for stamp in (10, 20):
+        worker.process(_frame(0, stamp))
+    for stamp in stamps:
+        worker.process(_frame(0, stamp))
+    c = cams[0].counters
+    assert c.rejected['nan_output'] == NAN_RESET_AFTER
+    assert c.session_resets == 1 and cams[0].session.resets == 1
+    assert ('c0', 'session_reset', 'warn') in sink.reports
+
+
+def test_a_config_change_that_needs_a_reset_is_reported_not_fatal():
+    cams, queue, sink, worker = _rig()
+
+    def refuse(cfg):
+        raise ConfigError('scale_frames cannot change while streaming')
+    cams[0].session.update = refuse
+    worker._stream_config = lambda: Cfg(scale_frames=3)
+    worker.process(_frame(0, 10))
+    assert ('c0', 'config', 'warn') in sink.reports
+    assert cams[0].session.buffer == [10]  # the frame still ran, with the running config
+
+
+def test_the_worker_thread_outlives_a_failing_sink():
+    cams, queue, sink, worker = _rig()
+    calls = []
+
+    def broken(cam, result):
+        calls.append(result.stamp_ns)
+        raise RuntimeError('publisher destroyed')
+
+    def wait_for(predicate):
+        deadline = time.monotonic() + 5
+        while not predicate() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        return predicate()
+    sink.publish = broken
+    worker.start()
+    try:
+        queue.put(_frame(0, 10))
+        assert wait_for(lambda: cams[0].session.buffer == [10])
+        queue.put(_frame(0, 20))   # publishes 10 and 20: fails at 10
+        assert wait_for(lambda: worker.errors == 1)
+        queue.put(_frame(0, 30))   # the thread is still there to run it
+        assert wait_for(lambda: worker.errors == 2)
+        assert worker.alive and calls == [10, 30]
+        assert ('c0', 'worker_error', 'error') in sink.reports
+    finally:
+        worker.stop()

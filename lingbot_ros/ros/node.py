@@ -349,15 +349,16 @@ class LingbotNode(LifecycleNode):
 
     # --- output (worker thread) ----------------------------------------------------------
 
-    def report(self, cam: CameraStream, reason: str, text: str, level: str) -> None:
+    def report(self, cam: Optional[CameraStream], reason: str, text: str, level: str) -> None:
         """Log a per-camera problem at most every LOG_EVERY_S per reason (counted always)."""
-        key = (cam.name, reason)
+        name = cam.name if cam is not None else 'worker'
+        key = (name, reason)
         now = time.monotonic()
         if now - self._last_log.get(key, -1e9) < LOG_EVERY_S:
             return
         self._last_log[key] = now
-        count = cam.counters.rejected.get(reason, 0)
-        line = f'[{cam.name}] {text}' + (f' ({count} so far)' if count else '')
+        count = cam.counters.rejected.get(reason, 0) if cam is not None else 0
+        line = f'[{name}] {text}' + (f' ({count} so far)' if count else '')
         log = self.get_logger()
         (log.error if level == 'error' else log.warning)(line)
 

@@ -105,7 +105,7 @@ SPECS: tuple[Spec, ...] = (
     Spec('max_keyframe_gap', 30, 'A keyframe at least every this many frames (flow mode).',
          low=1, high=10000),
     Spec('camera_iterations', 0, 'Refinement iterations of the camera head (fewer: faster; '
-         "0: the model's own number).", low=0, high=8),
+         "0: the model's own number).", read_only=True, low=0, high=8),
     # --- input -----------------------------------------------------------------------
     Spec('camera_topics', ['image'], 'Image topics, one streaming session each (relative '
          'names resolve in the node namespace; remap or list absolute names).',

@@ -30,8 +30,10 @@ import time
 from typing import Any, Callable, Deque, Optional, Protocol
 
 from lingbot_ros.cache.stats import CacheStats
+from lingbot_ros.model.config import ConfigError
 from lingbot_ros.ros.counters import CameraCounters
 from lingbot_ros.streaming.result import FrameResult
+from lingbot_ros.streaming.session import FrameRejected, SizeChanged
 import numpy as np
 
 try:  # only to recognise out-of-memory; the node runs on CPU as well
@@ -172,6 +174,7 @@ class Worker:
         self._running = False
         self._reset_all: Optional[threading.Event] = None
         self._lock = threading.Lock()
+        self.errors = 0  # exceptions caught outside a step (each reported)
 
     # --- control (any thread) ----------------------------------------------------------
 
@@ -205,11 +208,18 @@ class Worker:
 
     def _loop(self) -> None:
         while self._running:
-            self._serve_reset()
-            frame = self.queue.get(timeout=0.1)
-            self._serve_reset()
-            if frame is not None and self._running:
-                self.process(frame)
+            frame = None
+            try:
+                self._serve_reset()
+                frame = self.queue.get(timeout=0.1)
+                self._serve_reset()
+                if frame is not None and self._running:
+                    self.process(frame)
+            except Exception as exc:  # noqa: BLE001 - the GPU thread must outlive any bug
+                self.errors += 1
+                cam = self.cameras[frame.camera] if frame is not None else None
+                self.sink.report(cam, 'worker_error', f'worker: {type(exc).__name__}: {exc}',
+                                 'error')
 
     def _serve_reset(self) -> None:
         with self._lock:
@@ -235,7 +245,10 @@ class Worker:
             self._reset(cam)
         cfg = self._stream_config()
         if cfg != cam.session.config:
-            cam.session.update(cfg)
+            try:
+                cam.session.update(cfg)
+            except ConfigError as exc:  # a field that needs a reset: keep the running config
+                self.sink.report(cam, 'config', f'not applied: {exc}', 'warn')
         cam.frame_id = frame.frame_id or cam.frame_id
         cam._received_at[frame.stamp_ns] = frame.received
         t0 = time.monotonic()
@@ -246,10 +259,13 @@ class Worker:
             self._reject(cam, 'out_of_memory', f'out of memory, frame dropped: {exc}', 'warn')
             _empty_device_cache()
             return
-        except ValueError as exc:  # size change, non-finite output: session unchanged
+        except SizeChanged as exc:  # session unchanged
             self._forget_stamp(cam, frame.stamp_ns)
-            reason = 'nan_output' if 'finite' in str(exc) else 'size_change'
-            self._reject(cam, reason, str(exc), 'warn')
+            self._reject(cam, 'size_change', str(exc), 'warn')
+            return
+        except FrameRejected as exc:  # non-finite output, rolled back
+            self._forget_stamp(cam, frame.stamp_ns)
+            self._non_finite(cam, str(exc))
             return
         except Exception as exc:  # noqa: BLE001 (a bug must not stop the stream)
             self._forget_stamp(cam, frame.stamp_ns)
@@ -262,13 +278,8 @@ class Worker:
         for result in results:
             received = cam._received_at.pop(result.stamp_ns, None)
             if not _finite(result):
-                self._reject(cam, 'nan_output', f'non-finite pose for stamp {result.stamp_ns}; '
-                             'not published', 'warn')
-                cam._nan_run += 1
-                if cam._nan_run >= NAN_RESET_AFTER:
-                    self.sink.report(cam, 'session_reset', f'{cam._nan_run} non-finite outputs '
-                                     'in a row: resetting the session', 'warn')
-                    self._reset(cam)
+                if self._non_finite(cam, f'non-finite pose for stamp {result.stamp_ns}; '
+                                         'not published'):
                     return
                 continue
             cam._nan_run = 0
@@ -278,6 +289,17 @@ class Worker:
             cam.counters.on_processed(done, latency, result.timings_ms.get('model'))
         if len(cam._received_at) > 4 * max(1, getattr(cam.session.config, 'scale_frames', 8)):
             cam._received_at.clear()  # stamps the session never returned; keep it bounded
+
+    def _non_finite(self, cam: CameraStream, text: str) -> bool:
+        """Count a non-finite output; reset the session after a run of them (True then)."""
+        self._reject(cam, 'nan_output', text, 'warn')
+        cam._nan_run += 1
+        if cam._nan_run < NAN_RESET_AFTER:
+            return False
+        self.sink.report(cam, 'session_reset', f'{cam._nan_run} non-finite outputs in a row: '
+                         'resetting the session', 'warn')
+        self._reset(cam)
+        return True
 
     def _forget_stamp(self, cam: CameraStream, stamp_ns: int) -> None:
         cam._received_at.pop(stamp_ns, None)

@@ -66,6 +66,10 @@ class FrameRejected(ValueError):
     """A frame the model could not use (e.g. a non-finite output); the state is unchanged."""
 
 
+class SizeChanged(ValueError):
+    """A frame of another size than the stream's; the state is unchanged (reset to change)."""
+
+
 @dataclass(frozen=True)
 class Prepared:
     """One frame on the model grid: ``image [3, H, W]`` in [0, 1] on the model's device."""
@@ -271,9 +275,9 @@ class Session:
             raise ValueError(f'expected an [H, W, 3] uint8 RGB array, got {desc}')
         hw = tuple(image_rgb.shape[:2])
         if self._input_hw is not None and hw != self._input_hw:
-            raise ValueError(f"frame size {hw[1]}x{hw[0]} differs from the stream's "
-                             f'{self._input_hw[1]}x{self._input_hw[0]}; reset the session '
-                             'to change size')
+            raise SizeChanged(f"frame size {hw[1]}x{hw[0]} differs from the stream's "
+                              f'{self._input_hw[1]}x{self._input_hw[0]}; reset the session '
+                              'to change size')
         if self._ctx.prepare is None:
             raise RuntimeError('this session has no frame preprocessing; use run()')
         prepared = self._ctx.prepare(image_rgb, self._cfg)
@@ -316,8 +320,8 @@ class Session:
               keep_records: bool = False) -> list:
         model_hw = tuple(prep.image.shape[-2:])
         if self._model_hw is not None and model_hw != self._model_hw:
-            raise ValueError(f"model grid {model_hw} differs from the stream's "
-                             f'{self._model_hw}; reset the session to change size')
+            raise SizeChanged(f"model grid {model_hw} differs from the stream's "
+                              f'{self._model_hw}; reset the session to change size')
         self.last_call_stats = []
         if self._window is None:
             self._buffer.append((prep, stamp_ns))
