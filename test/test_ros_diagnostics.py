@@ -48,7 +48,7 @@ def test_ok_while_frames_flow_and_values_are_numbers():
     assert v['pool_use'] == 'n/a'  # nothing reserved: not a paged pool
 
 
-def test_warn_on_drops_and_pool_use_error_on_stall():
+def test_warn_on_drops_and_overflows_error_on_stall():
     cam = _cam()
     for i in range(4):
         cam.counters.on_received(float(i))
@@ -57,10 +57,14 @@ def test_warn_on_drops_and_pool_use_error_on_stall():
     cam.counters.on_dropped()
     level, message, _ = _level(cam, 1.0)
     assert level == 1 and 'drop rate 50%' in message
-    cam.cache_stats = CacheStats(scale_pages=2, live_pages=8, free_pages=1, bytes_reserved=1)
     cam.counters.outcomes.clear()
+    cam.cache_stats = CacheStats(scale_pages=2, live_pages=8, free_pages=1, bytes_reserved=1)
     level, message, v = _level(cam, 1.0)
-    assert level == 1 and 'KV pool use 91%' in message and v['pool_use'] == '0.909'
+    assert level == 0 and v['pool_use'] == '0.909'  # a full window is the design, not a warning
+    cam.cache_stats = CacheStats(scale_pages=2, live_pages=8, free_pages=1, bytes_reserved=1,
+                                 overflow_events=2)
+    level, message, v = _level(cam, 1.0)
+    assert level == 1 and 'overflowed 2 time(s)' in message
     cam.counters.on_received(3.0)
     level, message, _ = _level(cam, 3.1)  # input keeps coming, last step at 0.5 s
     assert level == 2 and 'no frame processed for 2.6 s' in message
@@ -76,5 +80,10 @@ def test_node_status_levels():
     warn = diagnostics.node_status(rnd, [])
     assert warn.level == diagnostics.WARN and 'random weights' in warn.message
     assert 'FlashInfer' in warn.message
+    full = diagnostics.NodeInfo(hardware_id='cuda:0', device_memory_use=0.97)
+    assert diagnostics.node_status(full, [], DIAG).level == diagnostics.WARN
+    assert 'GPU memory 97% in use' in diagnostics.node_status(full, [], DIAG).message
+    roomy = diagnostics.NodeInfo(hardware_id='cuda:0', device_memory_use=0.5)
+    assert diagnostics.node_status(roomy, [], DIAG).level == diagnostics.OK
     bad = diagnostics.node_status(diagnostics.NodeInfo(hardware_id='none', error='x: y'), [])
     assert bad.level == diagnostics.ERROR and bad.message == 'x: y'

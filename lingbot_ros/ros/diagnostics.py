@@ -50,6 +50,7 @@ class NodeInfo:
     dtype: str = ''
     backend: str = ''
     cuda_graphs: str = ''
+    device_memory_use: Optional[float] = None   # fraction of the GPU's memory in use
     fallbacks: list = field(default_factory=list)
     missing: list = field(default_factory=list)
     converter: str = ''
@@ -76,15 +77,32 @@ def gpu_memory() -> str:
         return f'n/a ({exc})'
 
 
-def node_status(info: NodeInfo, cameras: list) -> DiagnosticStatus:
+def device_memory_use() -> Optional[float]:
+    """Return the fraction of the GPU's memory in use (all processes), or None without one."""
+    try:
+        import torch
+        if not torch.cuda.is_available():
+            return None
+        free, total = torch.cuda.mem_get_info()
+        return 1.0 - free / total
+    except Exception:  # noqa: BLE001 (diagnostics must not fail)
+        return None
+
+
+def node_status(info: NodeInfo, cameras: list,
+                diag: Optional[DiagParams] = None) -> DiagnosticStatus:
     """Summarise the model, the device and what is missing; level says what to act on."""
     level, problems = OK, []
+    use = info.device_memory_use
     if info.error:
         level, problems = ERROR, [info.error]
     else:
         if info.random_weights:
             level = WARN
             problems.append('random weights: outputs are meaningless (set checkpoint)')
+        if diag is not None and use is not None and use > diag.pool_use_warn:
+            level = WARN
+            problems.append(f'GPU memory {use:.0%} in use, above {diag.pool_use_warn:.0%}')
         if info.fallbacks:
             level = WARN
             problems.extend(info.fallbacks)
@@ -94,6 +112,7 @@ def node_status(info: NodeInfo, cameras: list) -> DiagnosticStatus:
               ('dtype', info.dtype), ('attention_backend', info.backend),
               ('cuda_graphs', info.cuda_graphs or 'n/a'),
               ('gpu_memory', gpu_memory()),
+              ('gpu_memory_use', 'n/a' if use is None else f'{use:.3f}'),
               ('missing_optional', ', '.join(info.missing) or 'none'),
               ('image_conversion', info.converter),
               ('fallbacks', '; '.join(info.fallbacks) or 'none'),
@@ -119,9 +138,9 @@ def camera_status(cam: CameraStream, info: NodeInfo, diag: DiagParams,
     if drop_rate > diag.drop_rate_warn:
         level = max(level, WARN)
         problems.append(f'drop rate {drop_rate:.0%} above {diag.drop_rate_warn:.0%}')
-    if pool_total and pool_use > diag.pool_use_warn:
+    if s.overflow_events:
         level = max(level, WARN)
-        problems.append(f'KV pool use {pool_use:.0%} above {diag.pool_use_warn:.0%}')
+        problems.append(f'KV pool overflowed {s.overflow_events} time(s): windows opened early')
     configured = cam.sliding_window
     if s.sliding_window and configured and s.sliding_window < configured:
         level = max(level, WARN)
@@ -179,6 +198,6 @@ def build(info: NodeInfo, cameras: list, diag: DiagParams, stamp,
     now = time.monotonic() if now is None else now
     msg = DiagnosticArray()
     msg.header.stamp = stamp
-    msg.status = [node_status(info, cameras)] + [camera_status(c, info, diag, now)
-                                                 for c in cameras]
+    msg.status = [node_status(info, cameras, diag)]
+    msg.status += [camera_status(c, info, diag, now) for c in cameras]
     return msg

@@ -461,6 +461,8 @@ class LingbotNode(LifecycleNode):
             self.info.error = 'the worker thread stopped'
         if self.engine is not None:
             self.info.cuda_graphs = self.engine.graph_status
+            if self.engine.device.type == 'cuda':
+                self.info.device_memory_use = diagnostics.device_memory_use()
         msg = diagnostics.build(self.info, list(self.cameras), diag,
                                 self.get_clock().now().to_msg())
         self._diag_pub.publish(msg)

@@ -156,7 +156,9 @@ SPECS: tuple[Spec, ...] = (
     Spec('stats_window', 200, 'Frames in the latency / rate windows.', low=2, high=100000),
     Spec('drop_rate_warn', 0.5, 'WARN when this fraction of received frames is dropped '
          '(over the stats window).', low=0.0, high=1.0),
-    Spec('pool_use_warn', 0.95, 'WARN when this fraction of the KV page pool is in use.',
+    Spec('pool_use_warn', 0.95, 'WARN when this fraction of the GPU memory pool is in use '
+         '(KV pools, model, activations, other processes): the margin before out-of-memory. '
+         'The KV pools themselves are sized up front and full by design.',
          low=0.0, high=1.0),
     Spec('stall_error_s', 10.0, 'ERROR when input arrives but no frame was processed for '
          'this many seconds (after the scale phase has had its frames).', low=0.1,
