@@ -251,8 +251,8 @@ class PagedStreamCache:
     def _plan(self, queries: int) -> None:
         if self._planned == self.generation:
             return
-        run = self.visible_run()
-        self.table.update([run._replace(queries=queries)])
+        if self.backend == 'paged_sdpa':  # the ragged FlashInfer path needs no page table
+            self.table.update([self.visible_run()._replace(queries=queries)])
         if self.backend == 'flashinfer':
             if self._flashinfer is None:
                 self._flashinfer = FlashInferRagged(self.pool.device)

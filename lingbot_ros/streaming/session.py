@@ -549,7 +549,7 @@ class Session:
         pending_scale = min(n, max(sc - committed, 0))
         window_vis = resident - scale_done + n - pending_scale
         if not defer:
-            window_vis = min(window_vis, self._cfg.sliding_window)
+            window_vis = min(window_vis, self._window_frames)
         patches = self._patches_per_frame()
         tokens = SPECIAL_TOKENS * (committed + n) + patches * (scale_done + pending_scale
                                                                + window_vis)
