@@ -14,7 +14,7 @@
 
 """Worker and message building without DDS: queueing, rejections, resets, conventions."""
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 import threading
 import time
 
@@ -315,3 +315,22 @@ def test_the_worker_thread_outlives_a_failing_sink():
         assert ('c0', 'worker_error', 'error') in sink.reports
     finally:
         worker.stop()
+
+
+def test_a_new_map_from_the_session_clears_path_and_odometry():
+    cams, _, sink, worker = _rig()
+    for stamp in (10, 20, 30):
+        worker.process(_frame(0, stamp))
+    cam = cams[0]
+    cam.previous = (30, np.eye(4))
+    cam.path.append('pose')
+    real = cam.session._result
+
+    def next_map(stamp):  # as after a failed window re-seed: the session restarts its map
+        return replace(real(stamp), map_epoch=1)
+    cam.session._result = next_map
+    worker.process(_frame(0, 40))
+    assert ('c0', 'map_restart', 'warn') in sink.reports
+    assert cam.counters.session_resets == 1 and len(cam.path) == 0
+    worker.process(_frame(0, 50))
+    assert cam.counters.session_resets == 1  # same map: nothing more

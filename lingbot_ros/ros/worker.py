@@ -129,6 +129,7 @@ class CameraStream:
         self.counters = CameraCounters(window)
         self.cache_stats = CacheStats()
         self.sliding_window = 0   # configured window frames (0: unknown); stats say what runs
+        self.map_epoch: Optional[int] = None   # the session map the published poses are in
         self.frame_id = ''
         self.lock = threading.Lock()   # guards trajectory and path (worker vs services)
         self.trajectory: Deque[tuple] = deque(maxlen=trajectory_length)
@@ -157,6 +158,7 @@ class CameraStream:
             self.path = deque(maxlen=self.path.maxlen)
             self._received_at.clear()
             self._nan_run = 0
+            self.map_epoch = None
             self.cache_stats = CacheStats()
             self.counters.buffered = 0
 
@@ -274,6 +276,8 @@ class Worker:
         now = time.monotonic()
         cam.counters.on_stepped(now, (now - t0) * 1e3)
         cam.counters.buffered = 0 if results else cam.counters.buffered + 1
+        if results:
+            self._follow_map(cam, results[0].map_epoch)
         cam.cache_stats = cam.session.stats()
         for result in results:
             received = cam._received_at.pop(result.stamp_ns, None)
@@ -289,6 +293,15 @@ class Worker:
             cam.counters.on_processed(done, latency, result.timings_ms.get('model'))
         if len(cam._received_at) > 4 * max(1, getattr(cam.session.config, 'scale_frames', 8)):
             cam._received_at.clear()  # stamps the session never returned; keep it bounded
+
+    def _follow_map(self, cam: CameraStream, epoch: int) -> None:
+        """Forget the old map's path and odometry when the session started a new map itself."""
+        if cam.map_epoch is not None and epoch != cam.map_epoch:
+            cam.forget()  # e.g. re-seeding a window failed: poses restart from a new origin
+            cam.counters.session_resets += 1
+            self.sink.report(cam, 'map_restart', 'the session started a new map; path and '
+                             'odometry restart from it', 'warn')
+        cam.map_epoch = epoch
 
     def _non_finite(self, cam: CameraStream, text: str) -> bool:
         """Count a non-finite output; reset the session after a run of them (True then)."""

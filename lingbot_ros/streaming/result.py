@@ -53,6 +53,7 @@ class FrameResult:
     input_hw: tuple[int, int]
     model_hw: tuple[int, int]
     window_index: int = 0
+    map_epoch: int = 0   # which map of the session the pose is in: a new one after each restart
     depth: Optional[np.ndarray] = None       # [H, W] float32, model grid
     confidence: Optional[np.ndarray] = None  # [H, W] float32, > 1
     colors: Optional[np.ndarray] = None      # [H, W, 3] uint8 RGB, model grid

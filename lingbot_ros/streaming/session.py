@@ -160,6 +160,7 @@ class Session:
         self._policy = make_policy(self._cfg)
         self.trajectory: Deque = deque(maxlen=self._cfg.trajectory_length)
         self.last_call_stats: list = []
+        self._map_epoch = 0  # maps started over the session's life (never reset)
         self.reset()
 
     # --- configuration ------------------------------------------------------------------
@@ -372,6 +373,7 @@ class Session:
         return self._cfg.camera_iterations or self._ctx.model_config.camera_head.iterations
 
     def _run_scale(self) -> list:
+        self._map_epoch += 1  # a scale phase starts a map of its own (not aligned to any other)
         entries, self._buffer = self._buffer, []
         images = torch.stack([p.image for p, _ in entries])
         gc, cc = self._caches_for(*images.shape[-2:])
@@ -600,7 +602,7 @@ class Session:
             pose_enc=enc, intrinsics=np.asarray(prep.model_to_input, np.float64) @ k_model,
             intrinsics_model=k_model, input_hw=tuple(prep.input_hw), model_hw=(h, w),
             window_index=window.index, depth=depth, confidence=conf, colors=colors,
-            timings_ms={'model': model_ms})
+            timings_ms={'model': model_ms}, map_epoch=self._map_epoch)
         self._index += 1
         return _Record(result=result, pose_enc_iters=np.asarray(iters, np.float32),
                        camera_tokens=host['camera_tokens'][j], depth_conf=conf)
