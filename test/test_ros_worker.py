@@ -243,7 +243,9 @@ def test_camera_info_and_depth_carry_the_input_stamp():
     info = messages.camera_info(r, 'cam')
     assert (info.height, info.width) == (8, 12) and info.k[0] == 20.0 and info.p[0] == 20.0
     depth = messages.depth_image(r, 'cam')
-    assert depth.encoding == '32FC1' and depth.step == 24 and len(depth.data) == 96
+    # registered to camera_info: the input's 8 x 12 pixels, not the 4 x 6 model grid
+    assert (depth.height, depth.width) == (info.height, info.width) == (8, 12)
+    assert depth.encoding == '32FC1' and depth.step == 48 and len(depth.data) == 384
     assert messages.stamp_ns(depth.header.stamp) == r.stamp_ns == messages.stamp_ns(
         info.header.stamp)
 
@@ -334,3 +336,18 @@ def test_a_new_map_from_the_session_clears_path_and_odometry():
     assert cam.counters.session_resets == 1 and len(cam.path) == 0
     worker.process(_frame(0, 50))
     assert cam.counters.session_resets == 1  # same map: nothing more
+
+
+def test_depth_follows_the_input_pixels_through_a_centre_crop():
+    # a tall 20 x 6 input seen as its centre 6 x 6 rows (model grid 3 x 3, scale 0.5)
+    km = np.array([[3.0, 0, 1.5], [0, 3.0, 1.5], [0, 0, 1]])
+    ki = np.array([[6.0, 0, 3.0], [0, 6.0, 10.0], [0, 0, 1]])
+    depth = np.arange(9, dtype=np.float32).reshape(3, 3)
+    r = FrameResult(stamp_ns=1, index=0, frame_type=FrameType.SCALE, pose_c2w=np.eye(4),
+                    pose_enc=np.zeros(9, np.float32), intrinsics=ki, intrinsics_model=km,
+                    input_hw=(20, 6), model_hw=(3, 3), depth=depth)
+    out = messages.depth_on_input(r)
+    assert out.shape == (20, 6)
+    assert np.isnan(out[:7]).all() and np.isnan(out[13:]).all()   # outside the crop
+    np.testing.assert_array_equal(out[7:13:2, ::2], depth)          # 2 x 2 blocks per cell
+    np.testing.assert_array_equal(out[8:13:2, 1::2], depth)

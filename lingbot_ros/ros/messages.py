@@ -26,6 +26,7 @@ from __future__ import annotations
 from typing import Optional
 
 from builtin_interfaces.msg import Time
+import cv2
 from geometry_msgs.msg import Pose, PoseStamped, TransformStamped
 from lingbot_ros.streaming.result import FrameResult
 from lingbot_ros.streaming.trajectory import matrix_to_quat
@@ -117,11 +118,31 @@ def camera_info(result: FrameResult, frame: str) -> CameraInfo:
     return msg
 
 
+def depth_on_input(result: FrameResult) -> np.ndarray:
+    """
+    Resample the model-grid depth onto the input image's pixels.
+
+    So ``~/depth`` and ``~/camera_info`` describe the same pixels (what depth_image_proc
+    and RViz expect). Nearest neighbour: no depth is invented across edges. Pixels the
+    model grid does not cover (a centre crop of a tall image) are NaN.
+    """
+    km = np.asarray(result.intrinsics_model, dtype=np.float64)
+    ki = np.asarray(result.intrinsics, dtype=np.float64)
+    sx, sy = km[0, 0] / ki[0, 0], km[1, 1] / ki[1, 1]          # model px per input px
+    ox, oy = ki[0, 2] * sx - km[0, 2], ki[1, 2] * sy - km[1, 2]  # model = input * s - o
+    # pixel centres sit at i + 0.5 in the continuous coordinates both grids share
+    to_model = np.array([[sx, 0.0, 0.5 * sx - 0.5 - ox], [0.0, sy, 0.5 * sy - 0.5 - oy]])
+    h, w = result.input_hw
+    return cv2.warpAffine(np.asarray(result.depth, dtype=np.float32), to_model, (int(w), int(h)),
+                          flags=cv2.INTER_NEAREST | cv2.WARP_INVERSE_MAP,
+                          borderMode=cv2.BORDER_CONSTANT, borderValue=float('nan'))
+
+
 def depth_image(result: FrameResult, frame: str) -> Optional[Image]:
-    """Build a 32FC1 depth on the model grid (model units); None without depth."""
+    """Build a 32FC1 depth (model units) registered to ``camera_info``; None without depth."""
     if result.depth is None:
         return None
-    depth = np.ascontiguousarray(result.depth, dtype=np.float32)
+    depth = np.ascontiguousarray(depth_on_input(result))
     h, w = depth.shape
     msg = Image(header=Header(stamp=stamp_msg(result.stamp_ns), frame_id=frame), height=h,
                 width=w, encoding='32FC1', is_bigendian=int(not np.little_endian),
