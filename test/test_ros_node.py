@@ -55,6 +55,7 @@ OVERRIDES = """
     stall_error_s: 2.0
     publish_points: true
     publish_depth: true
+    path_period: 0.0
     trajectory_dir: {traj}
 """
 CAMERA_KEYS = ('frames_received', 'frames_processed', 'frames_dropped', 'frames_rejected',

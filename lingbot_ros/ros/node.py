@@ -81,6 +81,7 @@ class _Outputs:
         self.pose = node.create_publisher(PoseStamped, prefix + 'pose', reliable)
         self.odom = node.create_publisher(Odometry, prefix + 'odom', reliable)
         self.path = node.create_publisher(PathMsg, prefix + 'path', latest)
+        self.path_sent = -float('inf')  # monotonic time of the last ~/path message
         self.depth = node.create_publisher(Image, prefix + 'depth', latest)
         self.points = node.create_publisher(PointCloud2, prefix + 'points', latest)
         self.camera_info = node.create_publisher(CameraInfo, prefix + 'camera_info', reliable)
@@ -389,9 +390,12 @@ class LingbotNode(LifecycleNode):
             if cam.path.maxlen != out.path_max_length:
                 cam.path = deque(cam.path, maxlen=out.path_max_length)
             cam.path.append(pose_msg)
-            pubs.path.publish(PathMsg(header=Header(stamp=pose_msg.header.stamp,
-                                                    frame_id=map_frame),
-                                      poses=list(cam.path)))
+            now = time.monotonic()
+            if now - pubs.path_sent >= out.path_period:  # the full path is costly to send
+                pubs.path_sent = now
+                pubs.path.publish(PathMsg(header=Header(stamp=pose_msg.header.stamp,
+                                                        frame_id=map_frame),
+                                          poses=list(cam.path)))
         if out.publish_tf and self._tf is not None:
             self._tf.sendTransform(messages.transform(pose, stamp, map_frame, child))
         if out.publish_camera_info:

@@ -144,6 +144,8 @@ SPECS: tuple[Spec, ...] = (
          'input resolution).'),
     Spec('path_max_length', 2000, 'Poses kept in ~/path (oldest dropped).', low=1,
          high=1000000),
+    Spec('path_period', 0.5, 'Seconds between ~/path messages (the whole path is sent each '
+         'time; 0: every frame).', low=0.0, high=3600.0),
     Spec('points_decimation', 4, 'Take every Nth pixel in both directions for ~/points.',
          low=1, high=64),
     Spec('points_min_confidence', 0.0, 'Drop points below this confidence (0: off).',
@@ -229,6 +231,7 @@ class OutputParams:
     publish_points: bool
     publish_camera_info: bool
     path_max_length: int
+    path_period: float
     points_decimation: int
     points_min_confidence: float
     points_confidence_percentile: float
