@@ -173,7 +173,8 @@ def test_n_frames_give_n_poses_with_the_same_stamps(rig):
     assert all(p.header.frame_id == 'map' for p in rig['poses'])
     for key in ('odom', 'info', 'points', 'depth'):
         assert [_stamp(m) for m in rig[key]] == stamps, key
-    assert rig['odom'][-1].child_frame_id == 'dds_camera'
+    assert rig['odom'][-1].child_frame_id == 'dds_camera_lingbot'  # not the sensor's own frame
+    assert rig['info'][-1].header.frame_id == 'dds_camera'
     assert rig['info'][-1].width == 64 and rig['info'][-1].height == 48
     assert rig['depth'][-1].encoding == '32FC1' and rig['points'][-1].width > 0
     assert len(rig['path'][-1].poses) == len(stamps)

@@ -364,14 +364,23 @@ class LingbotNode(LifecycleNode):
         (log.error if level == 'error' else log.warning)(line)
 
     def _frames(self, cam: CameraStream) -> tuple:
+        """
+        Return (map frame, tracked frame, sensor frame) for one camera.
+
+        The tracked frame is the child of odom and TF. By default it is a frame of our
+        own (``<image frame_id>_lingbot``): broadcasting map -> the image's frame itself
+        would give a frame the robot's URDF already parents a second parent. Set
+        ``camera_frame`` to choose it. ``camera_info`` and depth keep the image's frame.
+        """
         inputs = self.params.inputs
         many = len(self.cameras) > 1
         map_frame = f'{inputs.map_frame}_{cam.name}' if many else inputs.map_frame
+        sensor = cam.frame_id or f'{cam.name}_optical_frame'
         if inputs.camera_frame:
             child = f'{inputs.camera_frame}_{cam.name}' if many else inputs.camera_frame
         else:
-            child = cam.frame_id or f'{cam.name}_optical_frame'
-        return map_frame, child
+            child = f'{sensor}_lingbot'
+        return map_frame, child, sensor
 
     def publish(self, cam: CameraStream, result: FrameResult) -> None:
         """Publish everything enabled for one result, stamped with the input's stamp."""
@@ -379,7 +388,7 @@ class LingbotNode(LifecycleNode):
         if params is None or cam.index >= len(self._outputs):
             return
         out, pubs = params.outputs, self._outputs[cam.index]
-        map_frame, child = self._frames(cam)
+        map_frame, child, sensor = self._frames(cam)
         pose = messages.map_pose(result, params.inputs.map_convention)
         stamp = result.stamp_ns
         pose_msg = messages.pose_stamped(pose, stamp, map_frame)
@@ -399,9 +408,9 @@ class LingbotNode(LifecycleNode):
         if out.publish_tf and self._tf is not None:
             self._tf.sendTransform(messages.transform(pose, stamp, map_frame, child))
         if out.publish_camera_info:
-            pubs.camera_info.publish(messages.camera_info(result, child))
+            pubs.camera_info.publish(messages.camera_info(result, sensor))
         if out.publish_depth:
-            depth = messages.depth_image(result, child)
+            depth = messages.depth_image(result, sensor)
             if depth is not None:
                 pubs.depth.publish(depth)
         if out.publish_points:
@@ -440,7 +449,7 @@ class LingbotNode(LifecycleNode):
                 poses = np.stack([p for _, p in records])
                 base = folder / f'{cam.name}_{when}'
                 write_tum(base.with_suffix('.tum'), stamps * 1e-9, poses)
-                map_frame, child = self._frames(cam)
+                map_frame, child, _ = self._frames(cam)
                 write_npz(base.with_suffix('.npz'), {
                     'stamps_ns': stamps, 'poses': poses,
                     'map_frame': np.array(map_frame), 'camera_frame': np.array(child),

@@ -128,8 +128,9 @@ SPECS: tuple[Spec, ...] = (
     # --- frames ----------------------------------------------------------------------
     Spec('map_frame', 'map', 'Frame of poses, path and points.', read_only=True,
          check=bool, rule='a non-empty frame id'),
-    Spec('camera_frame', '', "Child frame of odom and TF. Empty: the image's frame_id, or "
-         '<camera_name>_optical_frame when that is empty.', read_only=True,
+    Spec('camera_frame', '', 'Child frame of odom and TF (the tracked optical frame). Empty: '
+         "<image frame_id>_lingbot, so the robot's own camera frame keeps its URDF parent. "
+         "camera_info and depth keep the image's frame_id.", read_only=True,
          rule='a frame id, or empty'),
     Spec('map_convention', 'rep103', "'rep103': map is x forward, y left, z up at the first "
          "camera pose; 'optical': map is the first camera's optical frame.",
