@@ -166,6 +166,20 @@ def test_patch_overflow_when_a_call_exceeds_its_headroom():
         c.begin(2, defer_eviction=True)
 
 
+def one_frame(c, d, gen, defer, keep):
+    """Run one single-frame call of 2 layers on both caches, keep or drop it, compare."""
+    c.begin(1, defer)
+    d.begin(1, defer)
+    call_frame(c, d, 2, 1, gen)
+    if keep:
+        c.commit()
+        d.commit()
+    else:
+        c.rollback()
+        d.rollback()
+    check_consistent(c, d)
+
+
 def test_camera_head_cache_is_bounded_and_rollback_leaves_no_trace():
     lay = camera_head_layout(capacity=5, page_size=2)
     c = PagedStreamCache.allocate(lay, 2, HEADS, HEAD_DIM)
@@ -178,16 +192,7 @@ def test_camera_head_cache_is_bounded_and_rollback_leaves_no_trace():
                 c.begin(1, defer_eviction=not keyframe)
             assert raised.value.region == 'special' and c.frames == 5
             break
-        c.begin(1, defer_eviction=not keyframe)
-        d.begin(1, defer_eviction=not keyframe)
-        call_frame(c, d, 2, 1, gen)
-        if keyframe:
-            c.commit()
-            d.commit()
-        else:
-            c.rollback()
-            d.rollback()
-        check_consistent(c, d)
+        one_frame(c, d, gen, defer=not keyframe, keep=keyframe)
     assert c.frames == 4 and c.stats().rollbacks == 4
 
 
@@ -199,16 +204,7 @@ def test_keyframe_moves_one_page_nonkeyframe_none():
     gen = torch.Generator().manual_seed(2)
 
     def step(defer, keep):
-        c.begin(1, defer)
-        d.begin(1, defer)
-        call_frame(c, d, 2, 1, gen)
-        if keep:
-            c.commit()
-            d.commit()
-        else:
-            c.rollback()
-            d.rollback()
-        check_consistent(c, d)
+        one_frame(c, d, gen, defer, keep)
 
     for _ in range(6):                   # fill scale frames and window
         step(False, True)
