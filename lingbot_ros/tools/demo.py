@@ -72,6 +72,22 @@ def parse_args(argv: Optional[list] = None) -> argparse.Namespace:
     return args
 
 
+def _accounted(array) -> Optional[tuple]:
+    """Return (frames received, frames processed) once every received frame has an outcome."""
+    from lingbot_ros.ros.probe import status_of
+    for status in array.status:
+        if status.name.endswith(': node'):
+            continue
+        _, _, v = status_of(array, status.name)
+        try:
+            received, processed = int(v['frames_received']), int(v['frames_processed'])
+            settled = processed + int(v['frames_dropped']) + int(v['frames_rejected'])
+        except (KeyError, ValueError):
+            return None
+        return (received, processed) if settled == received else None
+    return None
+
+
 def _summary(array) -> list:
     from lingbot_ros.ros.probe import status_of
     lines = []
@@ -112,7 +128,7 @@ def main(argv: Optional[list] = None) -> int:
         '--ros-args', '-r', f'__node:={NODE}',
         '-p', f"camera_topics:=['{TOPIC}']", '-p', f'scale_frames:={args.scale_frames}',
         '-p', f'image_size:={size}', '-p', 'qos_reliability:=reliable',
-        '-p', 'queue_size:=4', '-p', f'device:={args.device}', '-p', 'publish_points:=true']
+        '-p', 'queue_size:=32', '-p', f'device:={args.device}', '-p', 'publish_points:=true']
     if args.checkpoint:
         node_cmd += ['-p', f'checkpoint:={args.checkpoint}']
     play_cmd = _executable('lingbot-ros-play', 'lingbot_ros.tools.play') + [
@@ -143,6 +159,13 @@ def main(argv: Optional[list] = None) -> int:
                 main._next = time.monotonic() + 3.0
                 print('diagnostics:\n' + '\n'.join(_summary(diags[-1])), flush=True)
             if shown >= args.frames:
+                rc = 0
+                break
+            settled = _accounted(diags[-1]) if diags else None
+            if settled is not None and settled[0] >= args.frames and shown >= settled[1] > 0:
+                # Every frame sent is processed, dropped or rejected, and we saw every pose.
+                print(f'{args.frames - shown} frame(s) dropped or rejected by the node (see '
+                      'diagnostics); every frame is accounted for', flush=True)
                 rc = 0
                 break
             if procs[0].poll() is not None:
