@@ -21,14 +21,22 @@ where the format allows), the state dict taken from the top level or from ``'mod
 and the loaded tensors are assigned into it, so a 1.16 B-parameter checkpoint needs its
 own size in memory once, not twice. Any missing, unexpected or mis-shaped key is an
 error naming the file and the keys.
+
+Files that are not checkpoints at all (empty, text, a Git LFS pointer, a zip archive cut
+short, a safetensors header that does not add up) are recognised from their first bytes
+before anything is parsed, and every failure is one line naming the file and what it is.
 """
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 import pickle
+import re
+import struct
 from typing import Dict, Iterable, Mapping, Optional, Union
+import zipfile
 
 import torch
 from torch import nn
@@ -41,6 +49,22 @@ PathLike = Union[str, Path]
 TORCH_SUFFIXES = ('.pt', '.pth')
 SAFETENSORS_SUFFIX = '.safetensors'
 SHOW_KEYS = 5
+
+# What the first bytes say about a file (torch.save writes a zip archive since 1.6,
+# a bare pickle, protocol 2, before that).
+ZIP_MAGIC = b'PK\x03\x04'
+PICKLE_PROTO = 0x80
+LFS_POINTER = b'version https://git-lfs.github.com/spec/v1'
+SNIFF_BYTES = 1024
+# torch.load(weights_only=True) wraps the one line that matters in paragraphs of advice.
+WEIGHTS_ONLY_BOILERPLATE = ('Weights only load failed', 'Please file an issue',
+                            'Check the documentation', '(1)', '(2)')
+REFUSAL_WORDS = ('global', 'class', 'allowlist', 'reduce', 'instantiate', 'blocked')
+TEXT_FRACTION = 0.95  # printable share of the first bytes above which a file is text
+REASON_CHARS = 300
+# safetensors: an 8-byte little-endian header length, then that much JSON.
+SAFETENSORS_LENGTH_BYTES = 8
+SAFETENSORS_MAX_HEADER = 100_000_000  # the library's own limit
 
 # Seeded random weights: the parity fixtures' recipe (fixture config.json,
 # 'weights.rerandomise_rules'); every path is non-zero and activations stay O(1).
@@ -71,44 +95,158 @@ def read_state_dict(path: PathLike) -> Dict[str, torch.Tensor]:
     if not path.is_file():
         raise CheckpointError(f'checkpoint {path}: no such file')
     suffix = path.suffix.lower()
+    if suffix not in TORCH_SUFFIXES + (SAFETENSORS_SUFFIX,):
+        raise CheckpointError(f'checkpoint {path}: unknown format {suffix!r}; expected one of '
+                              f'{TORCH_SUFFIXES + (SAFETENSORS_SUFFIX,)}')
+    try:
+        size = path.stat().st_size
+        with open(path, 'rb') as f:
+            head = f.read(SNIFF_BYTES)
+    except OSError as exc:
+        raise CheckpointError(f'checkpoint {path}: cannot be read: {_one_line(exc)}') from exc
+    not_weights = _not_weights(head, size)
+    if not_weights is not None:
+        raise CheckpointError(f'checkpoint {path}: {not_weights}')
     if suffix == SAFETENSORS_SUFFIX:
-        return _read_safetensors(path)
-    if suffix in TORCH_SUFFIXES:
-        return _read_torch(path)
-    raise CheckpointError(f'checkpoint {path}: unknown format {suffix!r}; expected one of '
-                          f'{TORCH_SUFFIXES + (SAFETENSORS_SUFFIX,)}')
+        return _read_safetensors(path, head, size)
+    return _read_torch(path, head, size)
 
 
-def _read_safetensors(path: Path) -> Dict[str, torch.Tensor]:
+def _one_line(exc: BaseException) -> str:
+    """Collapse an exception's text (torch's are often paragraphs) into one short line."""
+    lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
+    text = ' '.join(lines) if lines else type(exc).__name__
+    if type(exc).__name__ not in text and not isinstance(exc, OSError):
+        text = f'{type(exc).__name__}: {text}'
+    return text if len(text) <= REASON_CHARS else text[:REASON_CHARS - 3] + '...'
+
+
+def _is_text(head: bytes) -> bool:
+    if b'\x00' in head:
+        return False
+    try:
+        chars = head.decode('utf-8')
+    except UnicodeDecodeError as exc:
+        if exc.start < len(head) - 3:  # not just a character cut at the end of the sample
+            return False
+        chars = head[:exc.start].decode('utf-8')
+    if not chars:
+        return False
+    printable = sum(c.isprintable() or c in '\t\n\r\f\v' for c in chars)
+    return printable >= TEXT_FRACTION * len(chars)
+
+
+def _lfs_pointer(head: bytes) -> str:
+    fields = dict(ln.split(' ', 1) for ln in head.decode('utf-8', 'replace').splitlines()
+                  if ' ' in ln)
+    oid = fields.get('oid', '').strip()
+    size = fields.get('size', '').strip()
+    what = ', '.join(part for part in (oid and f'oid {oid}',
+                                       size.isdigit() and f'size {int(size)} bytes') if part)
+    return (f'a Git LFS pointer{f" ({what})" if what else ""}, not the file itself: run '
+            f"'git lfs pull' in the repository it came from, or download the real file")
+
+
+def _not_weights(head: bytes, size: int) -> Optional[str]:
+    """Say what the file is when its first bytes show it holds no weights at all."""
+    if size == 0:
+        return 'an empty file (0 bytes), not a checkpoint'
+    if head.startswith(LFS_POINTER):
+        return _lfs_pointer(head)
+    if not _is_text(head):
+        return None
+    first = head.decode('utf-8', 'replace').strip().splitlines()
+    first = first[0][:60] if first else ''
+    if re.match(r'<(!doctype\s+html|html)', first, re.IGNORECASE):
+        return (f'an HTML page of {size} bytes, not a checkpoint (a download that got a web '
+                f'page instead of the file?)')
+    return f'a text file of {size} bytes, not a checkpoint (it starts with {first!r})'
+
+
+def _read_safetensors(path: Path, head: bytes, size: int) -> Dict[str, torch.Tensor]:
     from safetensors import safe_open
     from safetensors import SafetensorError
+    problem = _safetensors_problem(path, head, size)
+    if problem is not None:
+        raise CheckpointError(f'checkpoint {path}: not a readable safetensors file: {problem}')
     try:
         with safe_open(str(path), framework='pt', device='cpu') as f:
             return {k: f.get_tensor(k) for k in f.keys()}
-    except (SafetensorError, OSError, ValueError) as exc:
-        raise CheckpointError(f'checkpoint {path}: not a readable safetensors file: {exc}') \
-            from exc
+    except (SafetensorError, OSError, ValueError, RuntimeError) as exc:
+        raise CheckpointError(f'checkpoint {path}: not a readable safetensors file: '
+                              f'{_one_line(exc)}') from exc
 
 
-def _read_torch(path: Path) -> Dict[str, torch.Tensor]:
-    def load(mmap: bool):
-        return torch.load(path, map_location='cpu', weights_only=True, mmap=mmap)
-
+def _safetensors_problem(path: Path, head: bytes, size: int) -> Optional[str]:
+    """Check the header and the file size before the library sees the file."""
+    if size < SAFETENSORS_LENGTH_BYTES:
+        return (f'{size} bytes is shorter than the {SAFETENSORS_LENGTH_BYTES}-byte header '
+                f'length: the file is truncated')
+    (length,) = struct.unpack('<Q', head[:SAFETENSORS_LENGTH_BYTES])
+    if length > SAFETENSORS_MAX_HEADER:
+        return (f'the header length field says {length} bytes, which is not a safetensors '
+                f'header (first bytes {head[:SAFETENSORS_LENGTH_BYTES].hex(" ")})')
+    if SAFETENSORS_LENGTH_BYTES + length > size:
+        return (f'the header needs {SAFETENSORS_LENGTH_BYTES + length} bytes but the file has '
+                f'{size}: the file is truncated')
+    with open(path, 'rb') as f:
+        f.seek(SAFETENSORS_LENGTH_BYTES)
+        raw = f.read(length)
     try:
-        try:
-            obj = load(mmap=True)
-        except RuntimeError as exc:  # legacy (non-zip) files cannot be memory-mapped
-            if 'mmap' not in str(exc):
-                raise
-            obj = load(mmap=False)
+        header = json.loads(raw.decode('utf-8'))
+    except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError
+        return f'the {length}-byte header is not valid JSON ({_one_line(exc)})'
+    if not isinstance(header, dict):
+        return f'the header is JSON {type(header).__name__}, not an object'
+    offsets = [entry.get('data_offsets') for key, entry in header.items()
+               if key != '__metadata__' and isinstance(entry, dict)]
+    data = size - SAFETENSORS_LENGTH_BYTES - length
+    need = max((o[1] for o in offsets if isinstance(o, list) and len(o) == 2
+                and isinstance(o[1], int)), default=0)
+    if need > data:
+        return (f'the tensors need {need} bytes after the header but the file has {data} '
+                f'({size} bytes in all): the file is truncated')
+    return None
+
+
+def _zip_problem(path: Path, size: int) -> Optional[str]:
+    """Open the archive's directory (cheap: the end of the file) to catch a cut-short copy."""
+    try:
+        with zipfile.ZipFile(path) as archive:
+            names = archive.namelist()
+    except (zipfile.BadZipFile, OSError, ValueError, EOFError) as exc:
+        # A zip start without the directory at its end is what a cut-short copy looks like.
+        reason = 'its end, the zip directory, is missing' if 'not a zip file' in str(exc) \
+            else _one_line(exc)
+        return (f'a truncated or corrupt zip archive of {size} bytes ({reason}); PyTorch '
+                f'checkpoints are zip archives: download or copy the file again')
+    if not any(name.endswith('data.pkl') for name in names):
+        return (f'a zip archive of {size} bytes without a data.pkl entry: not a PyTorch '
+                f'checkpoint')
+    return None
+
+
+def _what_torch_file(head: bytes) -> str:
+    if head.startswith(ZIP_MAGIC):
+        return 'not a readable PyTorch zip checkpoint'
+    if head[:1] == bytes([PICKLE_PROTO]):
+        return 'not a readable legacy (pickle) PyTorch checkpoint'
+    return (f'an unknown binary format (first bytes {head[:8].hex(" ")}; a PyTorch '
+            f'checkpoint is a zip archive or a legacy pickle) that PyTorch cannot read')
+
+
+def _read_torch(path: Path, head: bytes, size: int) -> Dict[str, torch.Tensor]:
+    is_zip = head.startswith(ZIP_MAGIC)
+    problem = _zip_problem(path, size) if is_zip else None
+    if problem is not None:
+        raise CheckpointError(f'checkpoint {path}: {problem}')
+    try:  # only zip archives can be memory-mapped
+        obj = torch.load(path, map_location='cpu', weights_only=True, mmap=is_zip)
     except pickle.UnpicklingError as exc:
-        reason = [ln.strip() for ln in str(exc).splitlines() if 'Unsupported' in ln]
-        raise CheckpointError(
-            f'checkpoint {path}: refused: it holds objects other than tensors and plain '
-            f'containers, and code is never unpickled ({(reason or [str(exc)])[0][:300]})') \
-            from exc
-    except (RuntimeError, OSError, EOFError) as exc:
-        raise CheckpointError(f'checkpoint {path}: not a readable PyTorch file: {exc}') from exc
+        raise CheckpointError(f'checkpoint {path}: {_unpickling_reason(exc, head)}') from exc
+    except Exception as exc:  # noqa: BLE001 - torch.load raises anything on a bad file
+        raise CheckpointError(f'checkpoint {path}: {_what_torch_file(head)}: '
+                              f'{_one_line(exc)}') from exc
     if isinstance(obj, Mapping) and isinstance(obj.get('model'), Mapping):
         obj = obj['model']
     if not isinstance(obj, Mapping):
@@ -119,6 +257,24 @@ def _read_torch(path: Path) -> Dict[str, torch.Tensor]:
         raise CheckpointError(f'checkpoint {path}: entries that are not tensors: '
                               f'{_keys_text(not_tensors)}')
     return dict(obj)
+
+
+def _unpickling_reason(exc: pickle.UnpicklingError, head: bytes) -> str:
+    """Tell a weights_only refusal (code, objects) from pickle data that is just broken."""
+    text = re.sub(r'\x1b\[[0-9;]*m', '', str(exc))  # torch bolds its advice for terminals
+    if 'WeightsUnpickler error:' in text:
+        text = text.split('WeightsUnpickler error:', 1)[1].split('Check the documentation')[0]
+    else:
+        text = ' '.join(ln for ln in (ln.strip() for ln in text.splitlines())
+                        if not ln.startswith(WEIGHTS_ONLY_BOILERPLATE))
+    detail = ' '.join(text.split())
+    # The first sentence names the global or opcode; the rest is advice on allowlisting it.
+    reason = re.split(r'(?<=\.)\s', detail)[0][:REASON_CHARS] if detail else _one_line(exc)
+    lowered = reason.lower()
+    if 'operand' not in lowered and any(word in lowered for word in REFUSAL_WORDS):
+        return ('refused: it holds pickled code or objects, not a plain state dict of '
+                f'tensors and containers, and code is never unpickled here ({reason})')
+    return f'{_what_torch_file(head)}: the pickled data is broken ({reason})'
 
 
 def check_state_dict(state: Mapping[str, torch.Tensor], model: nn.Module,
