@@ -20,15 +20,21 @@ Frames go out as sensor_msgs/Image (or CompressedImage) at a given rate.
 Bags are read with ``rosbags`` (no ROS installation needed); their Image or
 CompressedImage messages are decoded with the node's own converter and republished.
 Stamps are the wall clock at publish time unless ``--source-stamps`` keeps the bag's.
+
+The rate holds from the first message: the schedule starts when it goes out, each frame
+is decoded before its slot, and a source that falls behind moves the schedule instead of
+sending the backlog in a burst (a depth-1 best-effort subscriber would drop it).
+Truncated or unreadable image files in a folder are skipped and named on stderr.
 """
 
 from __future__ import annotations
 
 import argparse
+import io
 from pathlib import Path
 import sys
 import time
-from typing import Iterator, Optional
+from typing import Any, Callable, Iterable, Iterator, Optional
 
 import cv2
 import numpy as np
@@ -37,17 +43,60 @@ IMAGE_EXTENSIONS = ('.png', '.jpg', '.jpeg', '.bmp', '.ppm', '.pgm', '.tif', '.t
 VIDEO_EXTENSIONS = ('.mp4', '.avi', '.mkv', '.mov', '.webm', '.mjpeg')
 
 
+class UnreadableImage(ValueError):
+    """An image file that must not be published: empty, cut short, or not decodable."""
+
+
+def _pil_check(data: bytes, what: str) -> None:
+    """Decode fully with Pillow, which refuses data that ends early (OpenCV may not)."""
+    from PIL import Image, UnidentifiedImageError
+    try:
+        with Image.open(io.BytesIO(data)) as img:
+            img.load()
+    except UnidentifiedImageError:
+        return  # a format Pillow does not know: OpenCV alone decides
+    except (OSError, ValueError, SyntaxError, EOFError) as exc:
+        raise UnreadableImage(f'truncated or corrupt {what} ({len(data)} bytes: {exc})') \
+            from exc
+
+
+def read_image(path: Path) -> np.ndarray:
+    """Return an image file as RGB; raise :class:`UnreadableImage` saying why it cannot be."""
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise UnreadableImage(f'cannot be read ({exc.strerror or exc})') from exc
+    if not data:
+        raise UnreadableImage('empty file')
+    # A JPEG or PNG cut short can still decode to an image with grey or missing rows. An
+    # end marker in place is proof enough; without one (cut short, or data appended after
+    # the image, as motion photos do) the full decode decides.
+    if data.startswith(b'\xff\xd8'):
+        if not data.endswith(b'\xff\xd9'):
+            _pil_check(data, 'JPEG, no end-of-image marker')
+    elif data.startswith(b'\x89PNG\r\n\x1a\n'):
+        if data[-8:-4] != b'IEND':
+            _pil_check(data, 'PNG, no IEND chunk')
+    else:
+        _pil_check(data, path.suffix.lstrip('.').upper() or 'image')
+    bgr = cv2.imdecode(np.frombuffer(data, np.uint8), cv2.IMREAD_COLOR)
+    if bgr is None or bgr.ndim != 3 or 0 in bgr.shape:
+        raise UnreadableImage(f'not readable as an image ({len(data)} bytes)')
+    return bgr[..., ::-1]
+
+
 def folder_frames(folder: Path) -> Iterator[tuple]:
     """Yield (rgb, stamp_ns or None) for the images of a folder in name order."""
     files = sorted(p for p in folder.iterdir() if p.suffix.lower() in IMAGE_EXTENSIONS)
     if not files:
         raise SystemExit(f'{folder}: no images ({", ".join(IMAGE_EXTENSIONS)})')
     for path in files:
-        bgr = cv2.imread(str(path), cv2.IMREAD_COLOR)
-        if bgr is None:
-            print(f'skipping {path}: not readable as an image', file=sys.stderr)
+        try:
+            rgb = read_image(path)
+        except UnreadableImage as exc:
+            print(f'skipping {path}: {exc}', file=sys.stderr, flush=True)
             continue
-        yield bgr[..., ::-1], None
+        yield rgb, None
 
 
 def video_frames(path: Path) -> Iterator[tuple]:
@@ -112,9 +161,62 @@ def _source(args: argparse.Namespace, count: int) -> Iterator[tuple]:
     raise SystemExit(f'{path}: not a folder, video or bag')
 
 
-def _to_msg(rgb: np.ndarray, stamp_ns: int, frame_id: str, encoding: str) -> object:
+class Pacer:
+    """
+    Slots one period apart, starting at the first frame sent, never closer after a stall.
+
+    A frame ready before its slot waits for it. A frame more than ``slack`` late goes out at
+    once and the schedule restarts from it, so a slow source lowers the rate for a while
+    instead of owing frames that would then leave in a burst. ``clock`` and ``sleep`` are
+    injectable so the schedule can be tested without waiting.
+    """
+
+    def __init__(self, rate: float, clock: Callable[[], float] = time.monotonic,
+                 sleep: Callable[[float], Any] = time.sleep, slack: Optional[float] = None):
+        if rate <= 0:
+            raise ValueError(f'rate={rate} is invalid: expected > 0')
+        self.period = 1.0 / rate
+        # Late by less than this (sleep overshoot) keeps the schedule, so the mean rate holds.
+        self.slack = min(0.1 * self.period, 0.01) if slack is None else slack
+        self.clock, self.sleep = clock, sleep
+        self.next_slot: Optional[float] = None
+
+    def wait(self) -> float:
+        """Return at the next slot (at once for the first frame); give the time it is sent."""
+        now = self.clock()
+        while self.next_slot is not None and now < self.next_slot:
+            self.sleep(self.next_slot - now)
+            now = self.clock()
+        on_time = self.next_slot is not None and now - self.next_slot <= self.slack
+        self.next_slot = (self.next_slot if on_time else now) + self.period
+        return now
+
+
+def paced(source: Callable[[], Iterable[Any]], send: Callable[[Any], None], pacer: Pacer,
+          count: int = 0, loop: bool = False) -> int:
+    """
+    Send each item of ``source()`` in its slot; return how many were sent.
+
+    An item is produced (decoded, encoded) before its slot is waited for. ``count`` stops
+    after that many (0: no limit); ``loop`` calls ``source`` again at its end.
+    """
+    sent = 0
+    while True:
+        produced = 0
+        for item in source():
+            produced += 1
+            pacer.wait()
+            send(item)
+            sent += 1
+            if count and sent >= count:
+                return sent
+        if not loop or produced == 0:
+            return sent
+
+
+def _to_msg(rgb: np.ndarray, frame_id: str, encoding: str) -> object:
+    """Build the message without its stamp, which is set when it is sent."""
     from sensor_msgs.msg import CompressedImage, Image
-    from lingbot_ros.ros.messages import stamp_msg
     if encoding in ('jpeg', 'png'):
         ok, data = cv2.imencode('.jpg' if encoding == 'jpeg' else '.png',
                                 np.ascontiguousarray(rgb[..., ::-1]))
@@ -123,7 +225,6 @@ def _to_msg(rgb: np.ndarray, stamp_ns: int, frame_id: str, encoding: str) -> obj
         pix = np.ascontiguousarray(rgb if encoding == 'rgb8' else rgb[..., ::-1])
         h, w = pix.shape[:2]
         msg = Image(height=h, width=w, encoding=encoding, step=w * 3, data=pix.tobytes())
-    msg.header.stamp = stamp_msg(stamp_ns)
     msg.header.frame_id = frame_id
     return msg
 
@@ -161,6 +262,7 @@ def parse_args(argv: Optional[list] = None) -> argparse.Namespace:
 def main(argv: Optional[list] = None) -> int:
     """Publish frames until the source (or --count) ends."""
     args = parse_args(argv)
+    from lingbot_ros.ros.messages import stamp_msg
     from lingbot_ros.ros.probe import Probe
     from sensor_msgs.msg import CompressedImage, Image
     compressed = args.encoding in ('jpeg', 'png')
@@ -171,28 +273,28 @@ def main(argv: Optional[list] = None) -> int:
         if args.wait > 0 and not probe.wait_for_subscribers(pub, 1, args.wait):
             print(f'no subscriber on {topic} after {args.wait:.0f} s; publishing anyway',
                   file=sys.stderr)
-        sent, period = 0, 1.0 / args.rate
         scene_count = args.count or 120
-        next_time = time.monotonic()
-        while True:
-            produced = 0
+        sent = 0
+
+        def prepared() -> Iterator[tuple]:
             for rgb, stamp in _source(args, scene_count):
-                produced += 1
-                now_ns = time.time_ns()
-                stamp = stamp if (args.source_stamps and stamp is not None) else now_ns
-                pub.publish(_to_msg(rgb, stamp, args.frame_id, args.encoding))
-                sent += 1
-                if not args.quiet:
-                    print(f'published {sent} {rgb.shape[1]}x{rgb.shape[0]} '
-                          f'stamp {stamp / 1e9:.3f} on {topic}', flush=True)
-                if args.count and sent >= args.count:
-                    probe.spin_for(0.5)  # let reliable deliveries finish
-                    return 0
-                next_time += period
-                probe.spin_for(max(0.0, next_time - time.monotonic()))
-            if not args.loop or produced == 0:
-                probe.spin_for(0.5)
-                return 0
+                yield _to_msg(rgb, args.frame_id, args.encoding), rgb.shape, stamp
+
+        def send(item: tuple) -> None:
+            nonlocal sent
+            msg, shape, stamp = item
+            if not (args.source_stamps and stamp is not None):
+                stamp = time.time_ns()
+            msg.header.stamp = stamp_msg(stamp)
+            pub.publish(msg)
+            sent += 1
+            if not args.quiet:
+                print(f'published {sent} {shape[1]}x{shape[0]} '
+                      f'stamp {stamp / 1e9:.3f} on {topic}', flush=True)
+
+        paced(prepared, send, Pacer(args.rate, sleep=probe.spin_for), args.count, args.loop)
+        probe.spin_for(0.5)  # let reliable deliveries finish
+        return 0
     except KeyboardInterrupt:
         return 0
     finally:
