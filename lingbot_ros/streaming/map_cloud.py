@@ -23,9 +23,10 @@ on memory however long the camera runs. That is this module: plain numpy, no ROS
 Each voxel (integer coordinates ``floor(p / voxel_size)``) keeps the running mean of
 its points (sum and count, float64), the highest confidence seen in it, the colour of
 that most confident observation (a later keyframe wins a tie; within one keyframe any
-of the tied points), and the keyframe counter of its last observation. Colour by the most confident observation rather than
-a running mean: it stays crisp where exposure changes or edges blur, it needs three
-bytes instead of three growing sums, and it follows the same rule as the confidence.
+of the tied points), and the keyframe counter of its last observation. Colour by the
+most confident observation rather than a running mean: it stays crisp where exposure
+changes or edges blur, it needs three bytes instead of three growing sums, and it
+follows the same rule as the confidence.
 
 Everything is vectorised per keyframe: the points' voxel keys are packed into int64,
 grouped by one stable sort, and merged into the map through an open-addressing hash
