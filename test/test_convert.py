@@ -16,9 +16,10 @@
 
 import cv2
 from lingbot_ros.ros import convert
-from lingbot_ros.ros.convert import (BadSize, compressed_to_rgb, CorruptImage, image_to_rgb,
-                                     ImageConverter, ImageRejected, TruncatedData,
-                                     UnknownEncoding)
+from lingbot_ros.ros.convert import (BadSize, compressed_to_rgb, CorruptImage, CV_BRIDGE_ENCODINGS,
+                                     ENCODINGS, image_to_rgb, ImageConverter, ImageRejected,
+                                     load_cv_bridge, TruncatedData, UnknownEncoding)
+from lingbot_ros.ros.reasons import Rejection
 import numpy as np
 import pytest
 from sensor_msgs.msg import CompressedImage, Image
@@ -72,11 +73,17 @@ def test_mono8_and_mono16_both_endians():
     assert out.shape == (H, W, 3)
     for c in range(3):
         np.testing.assert_array_equal(out[..., c], gray)
-    wide = (gray.astype(np.uint16) << 8) | 0xAB
+    wide = gray.astype(np.uint16) * 257  # exactly gray after round(x * 255 / 65535)
     for big in (False, True):
         arr = wide.astype('>u2' if big else '<u2')[..., None]
         got = image_to_rgb(_msg(arr, 'mono16', pad=2, bigendian=big))
         np.testing.assert_array_equal(got[..., 1], gray)
+
+
+def test_sixteen_bits_scale_to_eight_by_rounding_over_the_full_range():
+    every = np.arange(65536, dtype=np.uint16)
+    want = np.floor(every.astype(np.float64) * 255.0 / 65535.0 + 0.5)
+    np.testing.assert_array_equal(convert.to8(every), want.astype(np.uint8))
 
 
 def _yuv(y: int, u: int, v: int, order: str) -> np.ndarray:
@@ -149,7 +156,7 @@ def test_raw_rejections_are_typed(make, error):
     with pytest.raises(error) as info:
         image_to_rgb(make())
     assert isinstance(info.value, ImageRejected)
-    assert info.value.reason in ('encoding', 'size', 'truncated')
+    assert info.value.reason in (Rejection.ENCODING, Rejection.SIZE, Rejection.TRUNCATED)
 
 
 def test_compressed_rejections_are_typed():
@@ -174,7 +181,7 @@ def test_compressed_rejections_are_typed():
 
 def test_converter_uses_numpy_path_without_cv_bridge():
     conv = ImageConverter(use_cv_bridge=False)
-    assert conv.backend == 'numpy'
+    assert conv.backend == 'numpy (all encodings)'
     img = _rgb(6)
     np.testing.assert_array_equal(conv.image(_msg(img[..., ::-1], 'bgr8')), img)
     with pytest.raises(TruncatedData):
@@ -183,5 +190,130 @@ def test_converter_uses_numpy_path_without_cv_bridge():
     try:
         import cv_bridge  # noqa: F401
     except ImportError:
-        assert ImageConverter(use_cv_bridge=True).backend == 'numpy'
+        assert ImageConverter(use_cv_bridge=True).backend == 'numpy (all encodings)'
     assert convert.SUPPORTED_FORMATS == ('jpeg', 'png')
+
+
+# --- every advertised encoding, with and without cv_bridge, against a numpy reference ---
+
+BRIDGE = load_cv_bridge()
+README_ENCODINGS = ('rgb8', 'bgr8', 'rgba8', 'bgra8', 'mono8', 'mono16', 'yuv422', 'uyvy',
+                    'yuv422_yuy2', 'yuyv', '8UC1', '8UC3', '8UC4', '16UC1') + tuple(
+    f'bayer_{p}{d}' for p in ('rggb', 'bggr', 'gbrg', 'grbg') for d in (8, 16))
+
+
+def _bt601(y, u, v):
+    """Video-range BT.601 YCbCr to RGB, written out (the reference for 4:2:2)."""
+    luma = 1.164 * (y - 16.0)
+    return np.stack([luma + 1.596 * (v - 128.0), luma - 0.392 * (u - 128.0) - 0.813 * (v - 128.0),
+                     luma + 2.017 * (u - 128.0)], -1).clip(0, 255)
+
+
+def _case(name, seed, h=8, w=10):
+    """Build (message pixels [H, W, C] of the encoding's dtype, RGB reference, tolerance)."""
+    rng = np.random.default_rng(seed)
+    enc = ENCODINGS[name]
+    kind = enc.pixels
+    if enc.bytes_per_channel == 2:
+        if kind.is_bayer:  # a flat colour: demosaicing is exact away from the border
+            colour = rng.integers(0, 65536, 3)
+            raw = _mosaic(np.tile(colour.astype(np.uint16), (h, w, 1)), kind.value)[..., None]
+            want = np.tile(np.floor(colour * 255 / 65535 + 0.5), (h, w, 1))
+            return raw, want, 1
+        gray = rng.integers(0, 65536, (h, w), dtype=np.uint16)
+        want = np.floor(gray.astype(np.float64) * 255 / 65535 + 0.5)
+        return gray[..., None], np.repeat(want[..., None], 3, -1), 0
+    rgb = rng.integers(0, 256, (h, w, 3), dtype=np.uint8)
+    alpha = rng.integers(0, 256, (h, w, 1), dtype=np.uint8)
+    if kind.name == 'RGB':
+        return rgb, rgb, 0
+    if kind.name == 'BGR':
+        return rgb[..., ::-1], rgb, 0
+    if kind.name == 'RGBA':
+        return np.concatenate([rgb, alpha], -1), rgb, 0
+    if kind.name == 'BGRA':
+        return np.concatenate([rgb[..., ::-1], alpha], -1), rgb, 0
+    if kind.name == 'MONO':
+        return rgb[..., :1], np.repeat(rgb[..., :1], 3, -1), 0
+    if kind.is_yuv:  # each horizontal pair shares U and V
+        y = rng.integers(16, 236, (h, w)).astype(np.uint8)
+        u = np.repeat(rng.integers(16, 241, (h, w // 2)), 2, 1).astype(np.uint8)
+        v = np.repeat(rng.integers(16, 241, (h, w // 2)), 2, 1).astype(np.uint8)
+        packed = np.zeros((h, w, 2), np.uint8)
+        luma, chroma = (1, 0) if kind.name == 'UYVY' else (0, 1)
+        packed[..., luma] = y
+        packed[:, 0::2, chroma], packed[:, 1::2, chroma] = u[:, 0::2], v[:, 0::2]
+        return packed, _bt601(y.astype(float), u.astype(float), v.astype(float)), 3
+    colour = rng.integers(0, 256, 3).astype(np.uint8)
+    raw = _mosaic(np.tile(colour, (h, w, 1)), kind.value)[..., None]
+    return raw, np.tile(colour, (h, w, 1)).astype(np.float64), 1
+
+
+def _layouts(name):
+    """(pad bytes, big-endian) variants: tight, padded by whole pixels, padded oddly."""
+    enc = ENCODINGS[name]
+    bpp = enc.channels * enc.bytes_per_channel
+    out = [(0, False), (2 * bpp, False), (3, False)]
+    if enc.bytes_per_channel == 2:
+        out += [(0, True), (bpp, True)]
+    return out
+
+
+@pytest.mark.parametrize('name', README_ENCODINGS)
+def test_every_encoding_gives_the_reference_pixels_with_and_without_cv_bridge(name):
+    numpy_only = ImageConverter(use_cv_bridge=False)
+    bridged = ImageConverter(use_cv_bridge=True)
+    used = []
+    if bridged._bridge is not None:
+        real = bridged._bridge
+        bridged._bridge = lambda msg: (used.append(msg.encoding), real(msg))[1]
+    for seed, (pad, big) in enumerate(_layouts(name)):
+        pixels, want, tol = _case(name, seed)
+        if big:
+            pixels = pixels.astype('>u2')
+        msg = _msg(pixels, name, pad=pad, bigendian=big)
+        ours = numpy_only.image(msg)
+        theirs = bridged.image(msg)
+        assert ours.dtype == np.uint8 and ours.shape == want.shape
+        inner = (slice(2, -2), slice(2, -2)) if ENCODINGS[name].pixels.is_bayer else ...
+        assert np.abs(ours[inner].astype(float) - want[inner]).max() <= tol, (pad, big)
+        np.testing.assert_array_equal(theirs, ours, err_msg=f'pad {pad} big-endian {big}')
+    assert bridged.notes == []  # cv_bridge never failed on a frame it was given
+    if BRIDGE is not None and name in CV_BRIDGE_ENCODINGS:
+        assert name in used  # where cv_bridge is present it really converted this encoding
+
+
+@pytest.mark.skipif(BRIDGE is None, reason='cv_bridge is not installed (it comes with a ROS 2 '
+                    'distribution; ../shared/ros-distro builds it)')
+@pytest.mark.parametrize('name', README_ENCODINGS)
+def test_the_cv_bridge_list_is_exactly_what_cv_bridge_converts_right(name):
+    pixels, _, _ = _case(name, 7)
+    msg = _msg(pixels, name)
+    try:
+        got = BRIDGE(msg)
+    except Exception:  # noqa: BLE001 (CvBridgeError: an encoding it does not know)
+        got = None
+    same = got is not None and got.shape == pixels.shape[:2] + (3,) and \
+        np.array_equal(got, image_to_rgb(msg))
+    assert same == (name in CV_BRIDGE_ENCODINGS), name
+
+
+@pytest.mark.parametrize('msg', [
+    Image(height=48, width=63, encoding='yuv422', step=126, data=bytes(48 * 126)),
+    Image(height=48, width=63, encoding='yuyv', step=126, data=bytes(48 * 126)),
+    Image(height=47, width=64, encoding='bayer_rggb8', step=64, data=bytes(47 * 64)),
+    Image(height=4, width=4, encoding='mono16', step=7, data=bytes(28)),
+    Image(height=4, width=4, encoding='rgb8', step=12, data=bytes(40)),
+], ids=['yuv422-odd-width', 'yuyv-odd-width', 'bayer-odd-height', 'short-step', 'short-data'])
+def test_invalid_frames_never_reach_a_converter(msg):
+    calls = []
+    conv = ImageConverter(use_cv_bridge=True)
+    conv._bridge = lambda m: calls.append(m)
+    real = convert.numpy_rgb
+    convert.numpy_rgb = lambda raw: calls.append(raw)
+    try:
+        with pytest.raises(ImageRejected):
+            conv.image(msg)
+    finally:
+        convert.numpy_rgb = real
+    assert calls == []

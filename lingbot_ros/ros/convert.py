@@ -13,77 +13,166 @@
 # limitations under the License.
 
 """
-Camera messages to uint8 RGB arrays, without cv_bridge where it is not installed.
+Camera messages to uint8 RGB arrays, with or without cv_bridge, validated once.
+
+Every raw ``sensor_msgs/Image`` goes through :func:`validate` first (known encoding,
+non-empty size, step, data length, even width/height where YUV 4:2:2 or Bayer need it);
+only a valid frame reaches a converter, whichever one it is. The package's own numpy
+path converts every advertised encoding. cv_bridge, where installed and asked for, takes
+the encodings it converts to the very same pixels (:data:`CV_BRIDGE_ENCODINGS`, checked by
+the tests against the numpy reference) in the row layouts it reads right
+(:attr:`RawImage.bridgeable`); the rest stay on our path. ``rgb8`` and ``rgba8``
+come back as views of the message buffer (no copy; possibly strided).
 
 The functions read only the message fields (``height``, ``width``, ``encoding``,
-``step``, ``is_bigendian``, ``data`` / ``format``, ``data``), so they work on the rclpy
-messages and on any object with the same fields. ``rgb8`` and ``rgba8`` come back as
-views of the message buffer (no copy; possibly strided); every other encoding costs
-one OpenCV conversion pass. A frame that cannot be used raises a subclass of
-:class:`ImageRejected` whose ``reason`` is a short counter key.
+``step``, ``is_bigendian``, ``data`` / ``format``, ``data``), so they work on rclpy
+messages, rosbags messages and any object with the same fields. A frame that cannot be
+used raises a subclass of :class:`ImageRejected` whose ``reason`` is its counter.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from enum import Enum
 from typing import Any, Callable, Optional
 
 import cv2
+from lingbot_ros.ros.reasons import Rejection
 import numpy as np
 
 
 class ImageRejected(ValueError):
     """A frame that cannot be turned into an RGB image; ``reason`` names the counter."""
 
-    reason = 'rejected'
+    reason = Rejection.ENCODING
 
 
 class UnknownEncoding(ImageRejected):
     """The encoding (or compressed format) is not one we can read."""
 
-    reason = 'encoding'
+    reason = Rejection.ENCODING
 
 
 class BadSize(ImageRejected):
     """Zero, odd (where the encoding needs even) or inconsistent dimensions / step."""
 
-    reason = 'size'
+    reason = Rejection.SIZE
 
 
 class TruncatedData(ImageRejected):
     """Fewer bytes than ``step * height`` (or a compressed stream cut short)."""
 
-    reason = 'truncated'
+    reason = Rejection.TRUNCATED
 
 
 class CorruptImage(ImageRejected):
     """Compressed data that does not decode to an image."""
 
-    reason = 'corrupt'
+    reason = Rejection.CORRUPT
 
 
-# encoding -> (channels, bytes per channel). Aliases follow sensor_msgs/image_encodings.
-_RAW = {
-    'rgb8': (3, 1), 'bgr8': (3, 1), 'rgba8': (4, 1), 'bgra8': (4, 1),
-    'mono8': (1, 1), '8UC1': (1, 1), '8UC3': (3, 1), '8UC4': (4, 1),
-    'mono16': (1, 2), '16UC1': (1, 2),
-    'yuv422': (2, 1), 'uyvy': (2, 1), 'yuv422_yuy2': (2, 1), 'yuyv': (2, 1),
-    'bayer_rggb8': (1, 1), 'bayer_bggr8': (1, 1), 'bayer_gbrg8': (1, 1),
-    'bayer_grbg8': (1, 1), 'bayer_rggb16': (1, 2), 'bayer_bggr16': (1, 2),
-    'bayer_gbrg16': (1, 2), 'bayer_grbg16': (1, 2),
+class Pixels(Enum):
+    """How the bytes of one pixel (or one 2x2 / 2x1 cell) are laid out."""
+
+    RGB = 'rgb'
+    BGR = 'bgr'
+    RGBA = 'rgba'
+    BGRA = 'bgra'
+    MONO = 'mono'
+    UYVY = 'uyvy'          # 4:2:2, U Y0 V Y1 (ROS 'yuv422')
+    YUYV = 'yuyv'          # 4:2:2, Y0 U Y1 V (ROS 'yuv422_yuy2')
+    BAYER_RGGB = 'rggb'
+    BAYER_BGGR = 'bggr'
+    BAYER_GBRG = 'gbrg'
+    BAYER_GRBG = 'grbg'
+
+    @property
+    def is_yuv(self) -> bool:
+        return self in (Pixels.UYVY, Pixels.YUYV)
+
+    @property
+    def is_bayer(self) -> bool:
+        return self.name.startswith('BAYER_')
+
+
+@dataclass(frozen=True)
+class Encoding:
+    """One sensor_msgs encoding: its pixel layout and sample size."""
+
+    pixels: Pixels
+    channels: int
+    bytes_per_channel: int
+
+    @property
+    def needs_even_width(self) -> bool:
+        return self.pixels.is_yuv or self.pixels.is_bayer
+
+    @property
+    def needs_even_height(self) -> bool:
+        return self.pixels.is_bayer
+
+
+def _bayer(pattern: Pixels) -> dict:
+    name = pattern.value
+    return {f'bayer_{name}8': Encoding(pattern, 1, 1), f'bayer_{name}16': Encoding(pattern, 1, 2)}
+
+
+# Names follow sensor_msgs/image_encodings.hpp ('yuv422' is UYVY, 'yuv422_yuy2' YUYV).
+ENCODINGS: dict[str, Encoding] = {
+    'rgb8': Encoding(Pixels.RGB, 3, 1), 'bgr8': Encoding(Pixels.BGR, 3, 1),
+    'rgba8': Encoding(Pixels.RGBA, 4, 1), 'bgra8': Encoding(Pixels.BGRA, 4, 1),
+    '8UC3': Encoding(Pixels.BGR, 3, 1), '8UC4': Encoding(Pixels.BGRA, 4, 1),
+    'mono8': Encoding(Pixels.MONO, 1, 1), '8UC1': Encoding(Pixels.MONO, 1, 1),
+    'mono16': Encoding(Pixels.MONO, 1, 2), '16UC1': Encoding(Pixels.MONO, 1, 2),
+    'yuv422': Encoding(Pixels.UYVY, 2, 1), 'uyvy': Encoding(Pixels.UYVY, 2, 1),
+    'yuv422_yuy2': Encoding(Pixels.YUYV, 2, 1), 'yuyv': Encoding(Pixels.YUYV, 2, 1),
+    **_bayer(Pixels.BAYER_RGGB), **_bayer(Pixels.BAYER_BGGR), **_bayer(Pixels.BAYER_GBRG),
+    **_bayer(Pixels.BAYER_GRBG),
 }
-SUPPORTED_ENCODINGS = tuple(sorted(_RAW))
+SUPPORTED_ENCODINGS = tuple(sorted(ENCODINGS))
 SUPPORTED_FORMATS = ('jpeg', 'png')
 
-# ROS 'yuv422' is UYVY byte order; 'yuv422_yuy2' is YUYV (image_encodings.hpp).
-_YUV = {'yuv422': cv2.COLOR_YUV2RGB_UYVY, 'uyvy': cv2.COLOR_YUV2RGB_UYVY,
-        'yuv422_yuy2': cv2.COLOR_YUV2RGB_YUYV, 'yuyv': cv2.COLOR_YUV2RGB_YUYV}
+# What cv_bridge 3.x turns into exactly our pixels when asked for rgb8. The others it
+# refuses ('[8UC3] is not a color format', 'Unrecognized image encoding [yuyv]'), so they
+# stay on our path (test_convert checks both sides of this list where cv_bridge exists).
+CV_BRIDGE_ENCODINGS = frozenset(
+    {'rgb8', 'bgr8', 'rgba8', 'bgra8', 'mono8', 'mono16', 'yuv422', 'yuv422_yuy2'}
+    | {name for name in ENCODINGS if name.startswith('bayer_')})
+
+_YUV_CODES = {Pixels.UYVY: cv2.COLOR_YUV2RGB_UYVY, Pixels.YUYV: cv2.COLOR_YUV2RGB_YUYV}
 
 
-def _bayer_code(pattern: str) -> int:
+def _bayer_code(pattern: Pixels) -> int:
     # OpenCV >= 4.6 has names that match the sensor layout; older names are shifted.
     legacy = {'rggb': 'BG', 'bggr': 'RG', 'gbrg': 'GR', 'grbg': 'GB'}
-    name = f'COLOR_Bayer{pattern.upper()}2RGB'
-    return getattr(cv2, name, None) or getattr(cv2, f'COLOR_Bayer{legacy[pattern]}2RGB')
+    name = f'COLOR_Bayer{pattern.value.upper()}2RGB'
+    return getattr(cv2, name, None) or getattr(cv2, f'COLOR_Bayer{legacy[pattern.value]}2RGB')
+
+
+@dataclass(frozen=True)
+class RawImage:
+    """A validated raw image: its encoding and the [H, W * bytes per pixel] row view."""
+
+    name: str
+    encoding: Encoding
+    height: int
+    width: int
+    step: int
+    bigendian: bool
+    rows: np.ndarray
+
+    @property
+    def bridgeable(self) -> bool:
+        """
+        Whether cv_bridge gives our pixels for this frame.
+
+        cv_bridge 3.4 reads the buffer as whole pixels per row (a step that is not a
+        multiple of the pixel size shears the image) and byte-swaps with an API numpy 2
+        removed (big-endian 16-bit fails), so those frames stay on our path.
+        """
+        bpp = self.encoding.channels * self.encoding.bytes_per_channel
+        wide_be = self.bigendian and self.encoding.bytes_per_channel > 1
+        return self.name in CV_BRIDGE_ENCODINGS and self.step % bpp == 0 and not wide_be
 
 
 def _buffer(data: Any) -> np.ndarray:
@@ -96,60 +185,72 @@ def _buffer(data: Any) -> np.ndarray:
         return np.asarray(data, dtype=np.uint8)
 
 
-def _rows(msg: Any, channels: int, depth: int) -> np.ndarray:
-    """Validate sizes and return the [H, W * channels * depth] uint8 view of the pixels."""
+def validate(msg: Any) -> RawImage:
+    """Check everything about a raw image that a converter relies on; reject otherwise."""
+    name = str(msg.encoding)
+    enc = ENCODINGS.get(name)
+    if enc is None:
+        raise UnknownEncoding(f'encoding {name!r} is not supported; expected one of '
+                              f'{", ".join(SUPPORTED_ENCODINGS)}')
     height, width, step = int(msg.height), int(msg.width), int(msg.step)
     if height <= 0 or width <= 0:
         raise BadSize(f'image size {width}x{height} is empty')
-    row = width * channels * depth
+    if enc.needs_even_width and width % 2:
+        raise BadSize(f'{name} needs an even width; got {width}x{height}')
+    if enc.needs_even_height and height % 2:
+        raise BadSize(f'{name} needs an even height; got {width}x{height}')
+    row = width * enc.channels * enc.bytes_per_channel
     if step < row:
         raise BadSize(f'step {step} is smaller than width*bytes_per_pixel = {row} '
-                      f'({msg.encoding}, width {width})')
+                      f'({name}, width {width})')
     buf = _buffer(msg.data)
     if buf.size < step * height:
-        raise TruncatedData(f'{buf.size} bytes for a {width}x{height} {msg.encoding} image '
+        raise TruncatedData(f'{buf.size} bytes for a {width}x{height} {name} image '
                             f'with step {step} (need {step * height})')
-    return buf[:step * height].reshape(height, step)[:, :row]
+    rows = buf[:step * height].reshape(height, step)[:, :row]
+    return RawImage(name, enc, height, width, step, bool(msg.is_bigendian), rows)
 
 
-def _to8(rows: np.ndarray, width: int, channels: int, bigendian: bool) -> np.ndarray:
-    """16-bit rows to 8 bits (the high byte: full-range scaling, stable across frames)."""
-    dtype = np.dtype('>u2' if bigendian else '<u2')
-    wide = np.ascontiguousarray(rows).view(dtype).reshape(rows.shape[0], width, channels)
-    return (wide >> 8).astype(np.uint8)
+def _samples(raw: RawImage) -> np.ndarray:
+    """Return the pixels as [H, W, C] uint8 or native-endian uint16 (a view where possible)."""
+    enc = raw.encoding
+    if enc.bytes_per_channel == 1:
+        return raw.rows.reshape(raw.height, raw.width, enc.channels)
+    wide = np.ascontiguousarray(raw.rows).view('>u2' if raw.bigendian else '<u2')
+    return wide.astype(np.uint16).reshape(raw.height, raw.width, enc.channels)
 
 
-def _raw_to_rgb(msg: Any) -> np.ndarray:
-    enc = str(msg.encoding)
-    if enc not in _RAW:
-        raise UnknownEncoding(f'encoding {enc!r} is not supported; expected one of '
-                              f'{", ".join(SUPPORTED_ENCODINGS)}')
-    channels, depth = _RAW[enc]
-    width = int(msg.width)
-    if enc in _YUV and width % 2:
-        raise BadSize(f'{enc} needs an even width; got {width}x{msg.height}')
-    if enc.startswith('bayer_') and (width % 2 or int(msg.height) % 2):
-        raise BadSize(f'{enc} needs an even width and height; got {width}x{msg.height}')
-    rows = _rows(msg, channels, depth)
-    height = rows.shape[0]
-    if depth == 2:
-        pix = _to8(rows, width, channels, bool(msg.is_bigendian))
+def to8(img: np.ndarray) -> np.ndarray:
+    """16-bit samples to 8 bits by full-range scaling, round(x * 255 / 65535) (cv_bridge's)."""
+    if img.dtype == np.uint8:
+        return img
+    return ((img.astype(np.uint32) + 128) // 257).astype(np.uint8)
+
+
+def numpy_rgb(raw: RawImage) -> np.ndarray:
+    """
+    Convert a validated image with numpy / OpenCV: every supported encoding.
+
+    Colour conversion (demosaicing included) runs at the sample depth, then 16-bit results
+    are scaled to 8 bits, the order cv_bridge uses, so both paths give the same pixels.
+    """
+    pix = _samples(raw)
+    kind = raw.encoding.pixels
+    if kind == Pixels.RGB:
+        out = pix
+    elif kind == Pixels.RGBA:
+        out = pix[..., :3]
+    elif kind == Pixels.BGR:
+        out = cv2.cvtColor(pix, cv2.COLOR_BGR2RGB)
+    elif kind == Pixels.BGRA:
+        out = cv2.cvtColor(pix, cv2.COLOR_BGRA2RGB)
+    elif kind == Pixels.MONO:
+        out = cv2.cvtColor(pix[..., 0], cv2.COLOR_GRAY2RGB)
+    elif kind.is_yuv:
+        out = cv2.cvtColor(np.ascontiguousarray(pix), _YUV_CODES[kind])
     else:
-        pix = rows.reshape(height, width, channels)
-    if enc == 'rgb8':
-        return pix
-    if enc in ('rgba8',):
-        return pix[..., :3]
-    if enc in ('bgr8', '8UC3'):
-        return cv2.cvtColor(pix, cv2.COLOR_BGR2RGB)
-    if enc in ('bgra8', '8UC4'):
-        return cv2.cvtColor(pix, cv2.COLOR_BGRA2RGB)
-    if enc in ('mono8', '8UC1', 'mono16', '16UC1'):
-        return cv2.cvtColor(pix[..., 0], cv2.COLOR_GRAY2RGB)
-    if enc in _YUV:
-        return cv2.cvtColor(np.ascontiguousarray(pix), _YUV[enc])
-    pattern = enc[len('bayer_'):len('bayer_') + 4]
-    return cv2.cvtColor(np.ascontiguousarray(pix[..., 0]), _bayer_code(pattern))
+        out = cv2.cvtColor(np.ascontiguousarray(pix[..., 0]), _bayer_code(kind))
+    return to8(out)
 
 
 def _compressed_kind(fmt: str, buf: np.ndarray) -> str:
@@ -188,8 +289,8 @@ def compressed_to_rgb(msg: Any) -> np.ndarray:
     return cv2.cvtColor(img, cv2.COLOR_BGR2RGB)
 
 
-def _load_cv_bridge() -> Optional[Callable[[Any], np.ndarray]]:
-    """Return the ROS 2 cv_bridge converter when installed (never PyPI's ROS 1 port)."""
+def load_cv_bridge() -> Optional[Callable[[Any], np.ndarray]]:
+    """Return the ROS 2 cv_bridge rgb8 converter when installed (never PyPI's ROS 1 port)."""
     try:
         from cv_bridge import CvBridge  # noqa: I900 (optional, ROS distro only)
     except Exception:  # noqa: BLE001 (any import failure means "not available")
@@ -201,32 +302,45 @@ def _load_cv_bridge() -> Optional[Callable[[Any], np.ndarray]]:
     except Exception:  # noqa: BLE001,S110 (no pip metadata: the ROS 2 distro package)
         pass
     bridge = CvBridge()
-
-    def convert(msg: Any) -> np.ndarray:
-        try:
-            return bridge.imgmsg_to_cv2(msg, desired_encoding='rgb8')
-        except Exception as exc:  # noqa: BLE001 (CvBridgeError and cv2.error alike)
-            raise UnknownEncoding(f'cv_bridge: {exc}') from exc
-    return convert
+    return lambda msg: bridge.imgmsg_to_cv2(msg, desired_encoding='rgb8')
 
 
 class ImageConverter:
-    """Turns Image / CompressedImage messages into RGB arrays; picks cv_bridge if present."""
+    """
+    Turns Image / CompressedImage messages into RGB arrays.
+
+    cv_bridge (where installed and wanted) converts the encodings in
+    :data:`CV_BRIDGE_ENCODINGS`; should it fail on a frame that passed validation, that
+    encoding moves to our own path for good and :attr:`notes` says so. Used by one
+    thread at a time (the image callbacks share one mutually exclusive group).
+    """
 
     def __init__(self, use_cv_bridge: bool = True) -> None:
-        self._bridge = _load_cv_bridge() if use_cv_bridge else None
+        self._bridge = load_cv_bridge() if use_cv_bridge else None
+        self._refused: dict[str, str] = {}  # encoding -> what cv_bridge said
 
     @property
     def backend(self) -> str:
-        return 'cv_bridge' if self._bridge is not None else 'numpy'
+        """Say which converter runs which encodings (for /diagnostics)."""
+        if self._bridge is None:
+            return 'numpy (all encodings)'
+        via = sorted(CV_BRIDGE_ENCODINGS - set(self._refused))
+        return f"cv_bridge ({', '.join(via)}), numpy (the rest)"
+
+    @property
+    def notes(self) -> list:
+        return [f'cv_bridge failed on {enc} ({why}); converted by numpy since'
+                for enc, why in sorted(self._refused.items())]
 
     def image(self, msg: Any) -> np.ndarray:
-        """Convert a ``sensor_msgs/Image``; our size checks run first either way."""
-        if self._bridge is not None and str(msg.encoding) in _RAW:
-            channels, depth = _RAW[str(msg.encoding)]
-            _rows(msg, channels, depth)
-            return _checked(self._bridge(msg))
-        return _checked(_raw_to_rgb(msg))
+        """Convert a ``sensor_msgs/Image``: validate, then cv_bridge or numpy."""
+        raw = validate(msg)
+        if self._bridge is not None and raw.bridgeable and raw.name not in self._refused:
+            try:
+                return _checked(self._bridge(msg))
+            except Exception as exc:  # noqa: BLE001 (CvBridgeError, cv2.error alike)
+                self._refused[raw.name] = f'{type(exc).__name__}: {exc}'.splitlines()[0]
+        return _checked(numpy_rgb(raw))
 
     def compressed(self, msg: Any) -> np.ndarray:
         return _checked(compressed_to_rgb(msg))
@@ -234,7 +348,7 @@ class ImageConverter:
 
 def image_to_rgb(msg: Any) -> np.ndarray:
     """Convert a ``sensor_msgs/Image`` with our own numpy path (no cv_bridge)."""
-    return _checked(_raw_to_rgb(msg))
+    return _checked(numpy_rgb(validate(msg)))
 
 
 def _checked(img: np.ndarray) -> np.ndarray:
