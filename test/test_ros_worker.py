@@ -15,13 +15,16 @@
 """Worker and message building without DDS: queueing, rejections, resets, conventions."""
 
 from dataclasses import dataclass, replace
+import sys
 import threading
 import time
 
 from lingbot_ros.cache.stats import CacheStats
 from lingbot_ros.model.config import ConfigError
 from lingbot_ros.ros import messages
-from lingbot_ros.ros.worker import CameraStream, Frame, FrameQueue, NAN_RESET_AFTER, Worker
+from lingbot_ros.ros.reasons import Event, Level, Rejection
+from lingbot_ros.ros.worker import (CameraStream, Frame, FrameQueue, NAN_RESET_AFTER,
+                                    RESIZE_AFTER, StampVerdict, Worker, WorkerBusy)
 from lingbot_ros.streaming.result import FrameResult, FrameType
 from lingbot_ros.streaming.session import FrameRejected, SizeChanged
 import numpy as np
@@ -134,10 +137,10 @@ def test_size_change_and_model_rejections_are_counted_and_keep_the_session():
     worker.process(_frame(0, 40))
     worker.process(_frame(0, 50))
     c = cams[0].counters
-    assert c.rejected == {'size_change': 1, 'nan_output': 1}
+    assert c.rejected == {Rejection.SIZE_CHANGE: 1, Rejection.NAN_OUTPUT: 1}
     assert [s for _, s in sink.published] == [10, 20, 50]
     assert cams[0].session.resets == 0
-    assert ('c0', 'size_change', 'warn') in sink.reports
+    assert ('c0', Rejection.SIZE_CHANGE, Level.WARN) in sink.reports
 
 
 def test_non_finite_results_are_not_published_and_a_run_of_them_resets():
@@ -147,16 +150,16 @@ def test_non_finite_results_are_not_published_and_a_run_of_them_resets():
         worker.process(_frame(0, stamp))
     published = [s for _, s in sink.published]
     assert not bad & set(published) and published[:2] == [10, 20]
-    assert cams[0].counters.rejected['nan_output'] == NAN_RESET_AFTER
+    assert cams[0].counters.rejected[Rejection.NAN_OUTPUT] == NAN_RESET_AFTER
     assert cams[0].session.resets == 1 and cams[0].counters.session_resets == 1
-    assert any(r[1] == 'session_reset' for r in sink.reports)
+    assert any(r[1] == Event.SESSION_RESET for r in sink.reports)
 
 
 def test_stamp_gate_and_pending_reset():
     cams, _, sink, worker = _rig()
     cam = cams[0]
-    assert [cam.admit(s) for s in (5, 6, 6, 7, 3, 4)] == [
-        'ok', 'ok', 'duplicate', 'ok', 'backward', 'ok']
+    new, dup, back = StampVerdict.NEW, StampVerdict.DUPLICATE, StampVerdict.BACKWARD
+    assert [cam.admit(s) for s in (5, 6, 6, 7, 3, 4)] == [new, new, dup, new, back, new]
     worker.process(_frame(0, 5))
     worker.process(_frame(0, 6))
     cam.pending_reset.set()
@@ -274,9 +277,9 @@ def test_rejected_non_finite_frames_reset_the_session_after_a_run_of_them():
     for stamp in stamps:
         worker.process(_frame(0, stamp))
     c = cams[0].counters
-    assert c.rejected['nan_output'] == NAN_RESET_AFTER
+    assert c.rejected[Rejection.NAN_OUTPUT] == NAN_RESET_AFTER
     assert c.session_resets == 1 and cams[0].session.resets == 1
-    assert ('c0', 'session_reset', 'warn') in sink.reports
+    assert ('c0', Event.SESSION_RESET, Level.WARN) in sink.reports
 
 
 def test_a_config_change_that_needs_a_reset_is_reported_not_fatal():
@@ -287,17 +290,18 @@ def test_a_config_change_that_needs_a_reset_is_reported_not_fatal():
     cams[0].session.update = refuse
     worker._stream_config = lambda: Cfg(scale_frames=3)
     worker.process(_frame(0, 10))
-    assert ('c0', 'config', 'warn') in sink.reports
+    assert ('c0', Event.CONFIG, Level.WARN) in sink.reports
     assert cams[0].session.buffer == [10]  # the frame still ran, with the running config
 
 
-def test_the_worker_thread_outlives_a_failing_sink():
+def test_a_failing_publish_loses_only_that_result_and_the_thread_lives_on():
     cams, queue, sink, worker = _rig()
     calls = []
 
     def broken(cam, result):
         calls.append(result.stamp_ns)
-        raise RuntimeError('publisher destroyed')
+        if result.stamp_ns != 20:
+            raise RuntimeError('publisher destroyed')
 
     def wait_for(predicate):
         deadline = time.monotonic() + 5
@@ -309,12 +313,12 @@ def test_the_worker_thread_outlives_a_failing_sink():
     try:
         queue.put(_frame(0, 10))
         assert wait_for(lambda: cams[0].session.buffer == [10])
-        queue.put(_frame(0, 20))   # publishes 10 and 20: fails at 10
-        assert wait_for(lambda: worker.errors == 1)
+        queue.put(_frame(0, 20))   # publishes 10 and 20: 10 fails, 20 still goes out
+        assert wait_for(lambda: calls == [10, 20] and cams[0].counters.processed == 2)
         queue.put(_frame(0, 30))   # the thread is still there to run it
-        assert wait_for(lambda: worker.errors == 2)
-        assert worker.alive and calls == [10, 30]
-        assert ('c0', 'worker_error', 'error') in sink.reports
+        assert wait_for(lambda: cams[0].counters.processed == 3)
+        assert worker.alive and calls == [10, 20, 30] and worker.errors == 2
+        assert ('c0', Event.PUBLISH_FAILED, Level.ERROR) in sink.reports
     finally:
         worker.stop()
 
@@ -332,7 +336,7 @@ def test_a_new_map_from_the_session_clears_path_and_odometry():
         return replace(real(stamp), map_epoch=1)
     cam.session._result = next_map
     worker.process(_frame(0, 40))
-    assert ('c0', 'map_restart', 'warn') in sink.reports
+    assert ('c0', Event.MAP_RESTART, Level.WARN) in sink.reports
     assert cam.counters.session_resets == 1 and len(cam.path) == 0
     worker.process(_frame(0, 50))
     assert cam.counters.session_resets == 1  # same map: nothing more
@@ -351,3 +355,112 @@ def test_depth_follows_the_input_pixels_through_a_centre_crop():
     assert np.isnan(out[:7]).all() and np.isnan(out[13:]).all()   # outside the crop
     np.testing.assert_array_equal(out[7:13:2, ::2], depth)          # 2 x 2 blocks per cell
     np.testing.assert_array_equal(out[8:13:2, 1::2], depth)
+
+
+def test_a_single_odd_size_is_rejected_a_lasting_one_gets_a_new_session():
+    cams, _, sink, worker = _rig()
+    cam = cams[0]
+    for stamp in (10, 20, 30):
+        worker.process(_frame(0, stamp))
+    worker.process(_frame(0, 40, hw=(32, 32)))   # one odd frame: rejected, counted
+    worker.process(_frame(0, 50))                 # the stream goes on
+    assert cam.counters.rejected == {Rejection.SIZE_CHANGE: 1} and cam.session.resets == 0
+    # the driver restarts at another resolution: RESIZE_AFTER frames in a row
+    stamps = [60 + 10 * i for i in range(RESIZE_AFTER)]
+    for stamp in stamps:
+        worker.process(_frame(0, stamp, hw=(40, 64)))
+    assert cam.session.resets == 1 and cam.counters.session_resets == 1
+    assert cam.counters.rejected[Rejection.SIZE_CHANGE] == RESIZE_AFTER
+    assert ('c0', Event.RESOLUTION_CHANGE, Level.WARN) in sink.reports
+    assert cam.session.hw == (40, 64) and cam.session.buffer == [stamps[-1]]
+    # interleaved odd sizes never add up to a lasting change
+    for i, hw in enumerate([(32, 32), (48, 64), (32, 32), (48, 64)] * RESIZE_AFTER):
+        worker.process(_frame(0, 200 + i, hw=hw))
+    assert cam.session.resets == 1
+
+
+def test_a_camera_locked_by_a_bad_first_frame_recovers():
+    cams, _, sink, worker = _rig()
+    worker.process(_frame(0, 10, hw=(48, 62)))  # a bad first frame fixes the session size
+    for i in range(RESIZE_AFTER + 3):
+        worker.process(_frame(0, 20 + i))       # then only good frames
+    assert cams[0].session.resets == 1
+    assert [s for _, s in sink.published][-1] == 20 + RESIZE_AFTER + 2
+
+
+def test_stop_keeps_a_busy_thread_and_start_refuses_a_second_one():
+    cams, queue, sink, worker = _rig()
+    entered, release = threading.Event(), threading.Event()
+    real = cams[0].session.step
+
+    def slow(image, stamp):
+        entered.set()
+        release.wait(10)
+        return real(image, stamp)
+    cams[0].session.step = slow
+    worker.start()
+    try:
+        queue.put(_frame(0, 10))
+        assert entered.wait(5)
+        assert worker.stop(timeout=0.2) is False and worker.alive
+        with pytest.raises(WorkerBusy):
+            worker.start(FrameQueue(1, 2))
+        workers = [t for t in threading.enumerate() if t.name == 'lingbot-worker']
+        assert len(workers) == 1
+        release.set()
+        assert worker.stop(timeout=5) is True and not worker.alive
+        worker.start(FrameQueue(1, 2))  # now it may
+        assert worker.alive
+    finally:
+        release.set()
+        worker.stop()
+
+
+def test_a_reset_asked_for_during_a_step_is_answered_after_it():
+    cams, queue, sink, worker = _rig()
+    entered, release = threading.Event(), threading.Event()
+    real = cams[0].session.step
+
+    def slow(image, stamp):
+        entered.set()
+        release.wait(10)
+        return real(image, stamp)
+    cams[0].session.step = slow
+    answered = []
+    worker.start()
+    try:
+        queue.put(_frame(0, 10))
+        assert entered.wait(5)
+        done = worker.request_reset(on_done=lambda: answered.append(True))
+        assert not done.wait(0.3) and answered == []  # not on the caller's thread
+        release.set()
+        assert done.wait(5) and answered == [True]
+        assert cams[0].session.resets == 1
+    finally:
+        release.set()
+        worker.stop()
+    # with no thread running, the caller serves it at once
+    assert worker.request_reset().is_set() and cams[0].session.resets == 2
+
+
+def test_counters_written_from_two_threads_lose_nothing():
+    cam = CameraStream(0, 'c', '/c', None, window=10)
+    n = 20000
+
+    def hammer(reason):
+        for _ in range(n):
+            cam.counters.on_rejected(reason)
+            cam.counters.on_dropped()
+    threads = [threading.Thread(target=hammer, args=(r,))
+               for r in (Rejection.SIZE, Rejection.SIZE, Rejection.NAN_OUTPUT)]
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # switch threads often, so unguarded += would lose counts
+    try:
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    finally:
+        sys.setswitchinterval(interval)
+    assert cam.counters.rejected[Rejection.SIZE] == 2 * n
+    assert cam.counters.rejected_total == 3 * n and cam.counters.dropped == 3 * n

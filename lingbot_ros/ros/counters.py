@@ -15,17 +15,21 @@
 """
 Per-camera counters and bounded windows for rates and latency percentiles.
 
-Written by the subscription callback (received, rejected at conversion) and by the
-worker (processed, rejected by the model, step times); read by the diagnostics
-timer. Plain ints and deques: each writer owns its fields, readers take snapshots.
+Written by the subscription callbacks (received, rejected at conversion, dropped) and by
+the worker (processed, rejected by the model, step times, publish failures); read by the
+diagnostics timer. Two threads write some of the same fields (``rejected``, ``dropped``),
+so every write goes through a method that holds :attr:`CameraCounters.lock`, and readers
+that want a consistent picture hold it too.
 """
 
 from __future__ import annotations
 
 from collections import Counter, deque
+import threading
 import time
 from typing import Deque, Optional
 
+from lingbot_ros.ros.reasons import Rejection
 import numpy as np
 
 
@@ -79,10 +83,12 @@ class CameraCounters:
     """What one camera stream has seen; the numbers /diagnostics reports."""
 
     def __init__(self, window: int) -> None:
+        self.lock = threading.RLock()
         self.received = 0
         self.processed = 0
         self.dropped = 0
-        self.rejected: Counter = Counter()  # reason -> count
+        self.rejected: Counter = Counter()  # Rejection -> count
+        self.publish_failures: Counter = Counter()  # output name -> count
         self.stamp_resets = 0
         self.session_resets = 0
         self.buffered = 0
@@ -98,6 +104,10 @@ class CameraCounters:
         self.outcomes: Deque[bool] = deque(maxlen=max(2, window))  # True: dropped
 
     def resize(self, window: int) -> None:
+        with self.lock:
+            self._resize(window)
+
+    def _resize(self, window: int) -> None:
         for meter in (self.input_rate, self.processed_rate, self.step_ms, self.model_ms,
                       self.latency_ms):
             meter.resize(window)
@@ -105,41 +115,68 @@ class CameraCounters:
             self.outcomes = deque(self.outcomes, maxlen=max(2, window))
 
     def on_received(self, now: float) -> None:
-        self.received += 1
-        if self.first_received is None:
-            self.first_received = now
-        self.last_received = now
-        self.input_rate.tick(now)
+        with self.lock:
+            self.received += 1
+            if self.first_received is None:
+                self.first_received = now
+            self.last_received = now
+            self.input_rate.tick(now)
 
-    def on_dropped(self) -> None:
-        self.dropped += 1
-        self.outcomes.append(True)
+    def on_dropped(self, count: int = 1) -> None:
+        with self.lock:
+            self.dropped += count
+            self.outcomes.extend([True] * count)
 
-    def on_rejected(self, reason: str) -> None:
-        self.rejected[reason] += 1
+    def on_rejected(self, reason: Rejection) -> None:
+        with self.lock:
+            self.rejected[reason] += 1
+
+    def on_publish_failed(self, output: str) -> None:
+        with self.lock:
+            self.publish_failures[output] += 1
+
+    def on_stamp_reset(self) -> None:
+        with self.lock:
+            self.stamp_resets += 1
+
+    def on_session_reset(self) -> None:
+        with self.lock:
+            self.session_resets += 1
+
+    def set_buffered(self, frames: int) -> None:
+        with self.lock:
+            self.buffered = frames
 
     def on_stepped(self, now: float, step_ms: float) -> None:
-        self.last_stepped = now
-        self.step_ms.add(step_ms)
+        with self.lock:
+            self.last_stepped = now
+            self.step_ms.add(step_ms)
 
     def on_processed(self, now: float, latency_ms: Optional[float],
                      model_ms: Optional[float]) -> None:
-        self.processed += 1
-        self.last_processed = now
-        self.processed_rate.tick(now)
-        self.outcomes.append(False)
-        if latency_ms is not None:
-            self.latency_ms.add(latency_ms)
-        if model_ms is not None:
-            self.model_ms.add(model_ms)
+        with self.lock:
+            self.processed += 1
+            self.last_processed = now
+            self.processed_rate.tick(now)
+            self.outcomes.append(False)
+            if latency_ms is not None:
+                self.latency_ms.add(latency_ms)
+            if model_ms is not None:
+                self.model_ms.add(model_ms)
+
+    def rejected_count(self, reason: Rejection) -> int:
+        with self.lock:
+            return self.rejected.get(reason, 0)
 
     @property
     def rejected_total(self) -> int:
-        return sum(self.rejected.values())
+        with self.lock:
+            return sum(self.rejected.values())
 
     def drop_rate(self) -> float:
         """Fraction of recent frames that were dropped (newest-wins queue overflow)."""
-        outcomes = list(self.outcomes)
+        with self.lock:
+            outcomes = list(self.outcomes)
         return sum(outcomes) / len(outcomes) if outcomes else 0.0
 
     def stalled_for(self, now: float, horizon_s: float) -> Optional[float]:

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass
+from enum import Enum
 import threading
 import time
 from typing import Any, Callable, Deque, Optional, Protocol
@@ -32,6 +33,7 @@ from typing import Any, Callable, Deque, Optional, Protocol
 from lingbot_ros.cache.stats import CacheStats
 from lingbot_ros.model.config import ConfigError
 from lingbot_ros.ros.counters import CameraCounters
+from lingbot_ros.ros.reasons import Event, Level, Rejection, Topic
 from lingbot_ros.streaming.result import FrameResult
 from lingbot_ros.streaming.session import FrameRejected, SizeChanged
 import numpy as np
@@ -42,6 +44,21 @@ except ImportError:  # pragma: no cover (older torch)
     OutOfMemoryError = MemoryError
 
 NAN_RESET_AFTER = 3  # consecutive non-finite outputs before the session is rebuilt
+# Consecutive frames of one new size that mean the camera changed resolution for good (a
+# driver restarted with other settings): then a new session; fewer are odd frames, rejected.
+RESIZE_AFTER = 3
+
+
+class StampVerdict(Enum):
+    """What the stamp gate says about a new frame's stamp."""
+
+    NEW = 'new'
+    DUPLICATE = 'duplicate'
+    BACKWARD = 'backward'
+
+
+class WorkerBusy(RuntimeError):
+    """The previous worker thread is still inside a step; a second one must not start."""
 
 
 @dataclass(frozen=True)
@@ -114,7 +131,8 @@ class Sink(Protocol):
 
     def publish(self, camera: 'CameraStream', result: FrameResult) -> None: ...
 
-    def report(self, camera: 'CameraStream', reason: str, text: str, level: str) -> None: ...
+    def report(self, camera: Optional['CameraStream'], topic: Topic, text: str,
+               level: Level) -> None: ...
 
 
 class CameraStream:
@@ -139,16 +157,29 @@ class CameraStream:
         self._last_stamp: Optional[int] = None  # newest admitted stamp (callback side)
         self._received_at: dict = {}           # stamp -> monotonic receive time
         self._nan_run = 0
+        self._new_size: Optional[tuple] = None  # (h, w) other than the session's, and
+        self._new_size_run = 0                  # how many frames in a row came in it
 
-    def admit(self, stamp_ns: int) -> str:
-        """Check a stamp against the last admitted one: 'ok', 'duplicate' or 'backward'."""
+    def admit(self, stamp_ns: int) -> StampVerdict:
+        """Check a stamp against the last admitted one (callback thread only)."""
         last = self._last_stamp
         if last is not None and stamp_ns == last:
-            return 'duplicate'
+            return StampVerdict.DUPLICATE
         self._last_stamp = stamp_ns
         if last is not None and stamp_ns < last:
-            return 'backward'
-        return 'ok'
+            return StampVerdict.BACKWARD
+        return StampVerdict.NEW
+
+    def size_changed_for_good(self, hw: tuple) -> bool:
+        """Count a frame of a size the session refused; True after RESIZE_AFTER in a row."""
+        if hw == self._new_size:
+            self._new_size_run += 1
+        else:
+            self._new_size, self._new_size_run = hw, 1
+        return self._new_size_run >= RESIZE_AFTER
+
+    def size_accepted(self) -> None:
+        self._new_size, self._new_size_run = None, 0
 
     def forget(self) -> None:
         """Clear what belongs to the old map (worker thread, after a session reset)."""
@@ -160,11 +191,18 @@ class CameraStream:
             self._nan_run = 0
             self.map_epoch = None
             self.cache_stats = CacheStats()
-            self.counters.buffered = 0
+            self.size_accepted()
+            self.counters.set_buffered(0)
 
 
 class Worker:
-    """Runs sessions on queued frames in one thread; the node starts and stops it."""
+    """
+    Runs sessions on queued frames in one thread; the node starts and stops it.
+
+    At most one thread ever runs the sessions: :meth:`stop` keeps the handle of a thread
+    that did not finish within its timeout (a long step), and :meth:`start` refuses with
+    :class:`WorkerBusy` while that thread lives.
+    """
 
     def __init__(self, cameras: list, queue: FrameQueue, sink: Sink,
                  stream_config: Callable[[], Any]) -> None:
@@ -173,70 +211,107 @@ class Worker:
         self.sink = sink
         self._stream_config = stream_config
         self._thread: Optional[threading.Thread] = None
-        self._running = False
-        self._reset_all: Optional[threading.Event] = None
+        self._stop: Optional[threading.Event] = None
+        self._resets: list = []  # callbacks waiting for the next reset of every session
+        self._live = False       # a thread is in its loop and will serve resets
         self._lock = threading.Lock()
         self.errors = 0  # exceptions caught outside a step (each reported)
 
     # --- control (any thread) ----------------------------------------------------------
 
-    def start(self) -> None:
-        self._running = True
-        self._thread = threading.Thread(target=self._loop, name='lingbot-worker', daemon=True)
-        self._thread.start()
+    def start(self, queue: Optional[FrameQueue] = None) -> None:
+        """Start the thread on ``queue`` (or the current one); WorkerBusy if one still runs."""
+        with self._lock:
+            if self._thread is not None and self._thread.is_alive():
+                raise WorkerBusy('the previous worker thread is still finishing a step')
+            if queue is not None:
+                self.queue = queue
+            self._stop = threading.Event()
+            self._live = True
+            self._thread = threading.Thread(target=self._loop, args=(self._stop, self.queue),
+                                            name='lingbot-worker', daemon=True)
+            self._thread.start()
 
-    def stop(self, timeout: float = 30.0) -> None:
-        self._running = False
+    def stop(self, timeout: float = 30.0) -> bool:
+        """Ask the thread to end and wait up to ``timeout``; True once it has ended."""
+        with self._lock:
+            thread, stop = self._thread, self._stop
+        if stop is not None:
+            stop.set()
         self.queue.close()
-        if self._thread is not None:
-            self._thread.join(timeout)
-        self._thread = None
+        if thread is None:
+            return True
+        thread.join(timeout)
+        if thread.is_alive():
+            return False  # keep the handle: start() must not run a second thread
+        with self._lock:
+            if self._thread is thread:
+                self._thread = None
+        return True
 
     @property
     def alive(self) -> bool:
-        return self._thread is not None and self._thread.is_alive()
+        thread = self._thread
+        return thread is not None and thread.is_alive()
 
-    def request_reset(self) -> threading.Event:
-        """Ask for every session to be rebuilt before the next frame; wait on the event."""
+    def request_reset(self, on_done: Optional[Callable[[], None]] = None) -> threading.Event:
+        """
+        Rebuild every session before the next frame; the event is set once that is done.
+
+        ``on_done`` runs (in the thread that did the reset) at the same moment, for callers
+        that must not wait, such as a service answered asynchronously.
+        """
         done = threading.Event()
+
+        def finished() -> None:
+            done.set()
+            if on_done is not None:
+                on_done()
         with self._lock:
-            self._reset_all = done
+            self._resets.append(finished)
+            running = self._live
         self.queue.wake()
-        if not self.alive:  # nothing runs the sessions: do it here
+        if not running:  # nothing runs the sessions: do it here
             self._serve_reset()
         return done
 
     # --- the thread ----------------------------------------------------------------------
 
-    def _loop(self) -> None:
-        while self._running:
+    def _loop(self, stop: threading.Event, queue: FrameQueue) -> None:
+        while not stop.is_set():
             frame = None
             try:
                 self._serve_reset()
-                frame = self.queue.get(timeout=0.1)
+                frame = queue.get(timeout=0.1)
                 self._serve_reset()
-                if frame is not None and self._running:
+                if frame is not None and not stop.is_set():
                     self.process(frame)
             except Exception as exc:  # noqa: BLE001 - the GPU thread must outlive any bug
                 self.errors += 1
                 cam = self.cameras[frame.camera] if frame is not None else None
-                self.sink.report(cam, 'worker_error', f'worker: {type(exc).__name__}: {exc}',
-                                 'error')
+                self.sink.report(cam, Event.WORKER_ERROR,
+                                 f'worker: {type(exc).__name__}: {exc}', Level.ERROR)
+        with self._lock:
+            self._live = False  # from here on, request_reset serves resets itself
+        self._serve_reset()  # one asked for while stopping is still answered
 
     def _serve_reset(self) -> None:
         with self._lock:
-            done, self._reset_all = self._reset_all, None
-        if done is None:
+            waiting, self._resets = self._resets, []
+        if not waiting:
             return
-        self.queue.clear()
         for cam in self.cameras:
+            cleared = self.queue.clear(cam.index)
+            if cleared:
+                cam.counters.on_dropped(cleared)
             self._reset(cam)
             cam.pending_reset.clear()
-        done.set()
+        for finished in waiting:
+            finished()
 
     def _reset(self, cam: CameraStream) -> None:
         cam.session.reset()
-        cam.counters.session_resets += 1
+        cam.counters.on_session_reset()
         cam.forget()
 
     def process(self, frame: Frame) -> None:
@@ -250,20 +325,21 @@ class Worker:
             try:
                 cam.session.update(cfg)
             except ConfigError as exc:  # a field that needs a reset: keep the running config
-                self.sink.report(cam, 'config', f'not applied: {exc}', 'warn')
+                self.sink.report(cam, Event.CONFIG, f'not applied: {exc}', Level.WARN)
         cam.frame_id = frame.frame_id or cam.frame_id
         cam._received_at[frame.stamp_ns] = frame.received
         t0 = time.monotonic()
         try:
-            results = cam.session.step(frame.image, frame.stamp_ns)
+            results = self._step(cam, frame)
         except OutOfMemoryError as exc:
             self._forget_stamp(cam, frame.stamp_ns)
-            self._reject(cam, 'out_of_memory', f'out of memory, frame dropped: {exc}', 'warn')
+            self._reject(cam, Rejection.OUT_OF_MEMORY, f'out of memory, frame dropped: {exc}',
+                         Level.WARN)
             _empty_device_cache()
             return
         except SizeChanged as exc:  # session unchanged
             self._forget_stamp(cam, frame.stamp_ns)
-            self._reject(cam, 'size_change', str(exc), 'warn')
+            self._reject(cam, Rejection.SIZE_CHANGE, str(exc), Level.WARN)
             return
         except FrameRejected as exc:  # non-finite output, rolled back
             self._forget_stamp(cam, frame.stamp_ns)
@@ -271,11 +347,11 @@ class Worker:
             return
         except Exception as exc:  # noqa: BLE001 (a bug must not stop the stream)
             self._forget_stamp(cam, frame.stamp_ns)
-            self._reject(cam, 'error', f'{type(exc).__name__}: {exc}', 'error')
+            self._reject(cam, Rejection.ERROR, f'{type(exc).__name__}: {exc}', Level.ERROR)
             return
         now = time.monotonic()
         cam.counters.on_stepped(now, (now - t0) * 1e3)
-        cam.counters.buffered = 0 if results else cam.counters.buffered + 1
+        cam.counters.set_buffered(0 if results else cam.counters.buffered + 1)
         if results:
             self._follow_map(cam, results[0].map_epoch)
         cam.cache_stats = cam.session.stats()
@@ -287,37 +363,59 @@ class Worker:
                     return
                 continue
             cam._nan_run = 0
-            self.sink.publish(cam, result)
+            try:
+                self.sink.publish(cam, result)
+            except Exception as exc:  # noqa: BLE001 (one result lost, not the step's rest)
+                self.errors += 1
+                self.sink.report(cam, Event.PUBLISH_FAILED,
+                                 f'publishing stamp {result.stamp_ns} failed: '
+                                 f'{type(exc).__name__}: {exc}', Level.ERROR)
             done = time.monotonic()
             latency = None if received is None else (done - received) * 1e3
             cam.counters.on_processed(done, latency, result.timings_ms.get('model'))
         if len(cam._received_at) > 4 * max(1, getattr(cam.session.config, 'scale_frames', 8)):
             cam._received_at.clear()  # stamps the session never returned; keep it bounded
 
+    def _step(self, cam: CameraStream, frame: Frame) -> list:
+        """Step the session; a camera that changed resolution for good gets a new one."""
+        try:
+            results = cam.session.step(frame.image, frame.stamp_ns)
+        except SizeChanged:
+            hw = tuple(frame.image.shape[:2])
+            if not cam.size_changed_for_good(hw):
+                raise
+            self.sink.report(cam, Event.RESOLUTION_CHANGE,
+                             f'the camera now sends {hw[1]}x{hw[0]} ({RESIZE_AFTER} frames in '
+                             'a row): new session, the next poses start a new map', Level.WARN)
+            self._reset(cam)
+            results = cam.session.step(frame.image, frame.stamp_ns)
+        cam.size_accepted()
+        return results
+
     def _follow_map(self, cam: CameraStream, epoch: int) -> None:
         """Forget the old map's path and odometry when the session started a new map itself."""
         if cam.map_epoch is not None and epoch != cam.map_epoch:
             cam.forget()  # e.g. re-seeding a window failed: poses restart from a new origin
-            cam.counters.session_resets += 1
-            self.sink.report(cam, 'map_restart', 'the session started a new map; path and '
-                             'odometry restart from it', 'warn')
+            cam.counters.on_session_reset()
+            self.sink.report(cam, Event.MAP_RESTART, 'the session started a new map; path and '
+                             'odometry restart from it', Level.WARN)
         cam.map_epoch = epoch
 
     def _non_finite(self, cam: CameraStream, text: str) -> bool:
         """Count a non-finite output; reset the session after a run of them (True then)."""
-        self._reject(cam, 'nan_output', text, 'warn')
+        self._reject(cam, Rejection.NAN_OUTPUT, text, Level.WARN)
         cam._nan_run += 1
         if cam._nan_run < NAN_RESET_AFTER:
             return False
-        self.sink.report(cam, 'session_reset', f'{cam._nan_run} non-finite outputs in a row: '
-                         'resetting the session', 'warn')
+        self.sink.report(cam, Event.SESSION_RESET, f'{cam._nan_run} non-finite outputs in a '
+                         'row: resetting the session', Level.WARN)
         self._reset(cam)
         return True
 
     def _forget_stamp(self, cam: CameraStream, stamp_ns: int) -> None:
         cam._received_at.pop(stamp_ns, None)
 
-    def _reject(self, cam: CameraStream, reason: str, text: str, level: str) -> None:
+    def _reject(self, cam: CameraStream, reason: Rejection, text: str, level: Level) -> None:
         cam.counters.on_rejected(reason)
         self.sink.report(cam, reason, text, level)
 
