@@ -25,11 +25,13 @@ message defines them; numbers keep a fixed format so dashboards can parse them.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import Enum
 import time
-from typing import Optional
+from typing import Any, Optional
 
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from lingbot_ros.ros.params import DiagParams
+from lingbot_ros.ros.reasons import Rejection
 from lingbot_ros.ros.worker import CameraStream
 
 OK, WARN, ERROR = DiagnosticStatus.OK, DiagnosticStatus.WARN, DiagnosticStatus.ERROR
@@ -43,7 +45,7 @@ class NodeInfo:
     """What the node status reports besides the cameras."""
 
     hardware_id: str
-    state: str = 'unconfigured'
+    state: Any = 'unconfigured'   # the node's NodeState (an Enum) or a plain word
     model: str = 'not loaded'
     random_weights: bool = False
     device: str = ''
@@ -54,7 +56,13 @@ class NodeInfo:
     fallbacks: list = field(default_factory=list)
     missing: list = field(default_factory=list)
     converter: str = ''
+    converter_notes: list = field(default_factory=list)
+    unknown_parameters: list = field(default_factory=list)
     error: str = ''
+
+    @property
+    def state_text(self) -> str:
+        return self.state.value if isinstance(self.state, Enum) else str(self.state)
 
 
 def _ms(value: Optional[float]) -> str:
@@ -65,32 +73,30 @@ def _kv(pairs: list) -> list:
     return [KeyValue(key=k, value=str(v)) for k, v in pairs]
 
 
-def gpu_memory() -> str:
-    """Return allocated / reserved CUDA memory in MB, or why there is none."""
+def gpu_memory(device: Any = None) -> str:
+    """Return allocated / reserved CUDA memory of the engine's device in MB, or why none."""
+    if device is None:
+        return 'n/a (not running on a CUDA device)'
     try:
         import torch
-        if not torch.cuda.is_available():
-            return 'n/a (no CUDA device)'
-        return (f'{torch.cuda.memory_allocated() / MB:.1f} MB allocated, '
-                f'{torch.cuda.memory_reserved() / MB:.1f} MB reserved')
+        return (f'{torch.cuda.memory_allocated(device) / MB:.1f} MB allocated, '
+                f'{torch.cuda.memory_reserved(device) / MB:.1f} MB reserved')
     except Exception as exc:  # noqa: BLE001 (diagnostics must not fail)
         return f'n/a ({exc})'
 
 
-def device_memory_use() -> Optional[float]:
-    """Return the fraction of the GPU's memory in use (all processes), or None without one."""
+def device_memory_use(device: Any) -> Optional[float]:
+    """Return the fraction of ``device``'s memory in use (all processes), or None."""
     try:
         import torch
-        if not torch.cuda.is_available():
-            return None
-        free, total = torch.cuda.mem_get_info()
+        free, total = torch.cuda.mem_get_info(device)
         return 1.0 - free / total
     except Exception:  # noqa: BLE001 (diagnostics must not fail)
         return None
 
 
-def node_status(info: NodeInfo, cameras: list,
-                diag: Optional[DiagParams] = None) -> DiagnosticStatus:
+def node_status(info: NodeInfo, cameras: list, diag: Optional[DiagParams] = None,
+                device: Any = None) -> DiagnosticStatus:
     """Summarise the model, the device and what is missing; level says what to act on."""
     level, problems = OK, []
     use = info.device_memory_use
@@ -106,15 +112,23 @@ def node_status(info: NodeInfo, cameras: list,
         if info.fallbacks:
             level = WARN
             problems.extend(info.fallbacks)
-    message = '; '.join(problems) if problems else f'{info.state}, {len(cameras)} camera(s)'
-    values = [('state', info.state), ('model', info.model),
+        if info.unknown_parameters:
+            level = WARN
+            problems.append('unknown parameters ignored: ' + ', '.join(info.unknown_parameters))
+        if info.converter_notes:
+            level = WARN
+            problems.extend(info.converter_notes)
+    message = '; '.join(problems) if problems else \
+        f'{info.state_text}, {len(cameras)} camera(s)'
+    values = [('state', info.state_text), ('model', info.model),
               ('random_weights', info.random_weights), ('device', info.device),
               ('dtype', info.dtype), ('attention_backend', info.backend),
               ('cuda_graphs', info.cuda_graphs or 'n/a'),
-              ('gpu_memory', gpu_memory()),
+              ('gpu_memory', gpu_memory(device)),
               ('gpu_memory_use', 'n/a' if use is None else f'{use:.3f}'),
               ('missing_optional', ', '.join(info.missing) or 'none'),
               ('image_conversion', info.converter),
+              ('unknown_parameters', ', '.join(info.unknown_parameters) or 'none'),
               ('fallbacks', '; '.join(info.fallbacks) or 'none'),
               ('cameras', ', '.join(c.name for c in cameras))]
     return DiagnosticStatus(level=level, name=NODE_STATUS, message=message,
@@ -124,6 +138,12 @@ def node_status(info: NodeInfo, cameras: list,
 def camera_status(cam: CameraStream, info: NodeInfo, diag: DiagParams,
                   now: float) -> DiagnosticStatus:
     """Report one camera's counters, cache statistics, rates and latencies."""
+    with cam.counters.lock:  # one consistent picture while the other threads count on
+        return _camera_status(cam, info, diag, now)
+
+
+def _camera_status(cam: CameraStream, info: NodeInfo, diag: DiagParams,
+                   now: float) -> DiagnosticStatus:
     c, s = cam.counters, cam.cache_stats
     pool = s.scale_pages + s.live_pages + s.pending_pages
     # a dense (unpaged) cache reserves nothing up front: pool use is not defined there
@@ -146,9 +166,15 @@ def camera_status(cam: CameraStream, info: NodeInfo, diag: DiagParams,
         level = max(level, WARN)
         problems.append(f'KV window shrunk to {s.sliding_window} frames (configured '
                         f'{configured}) after device out-of-memory')
-    if c.rejected.get('out_of_memory'):
+    oom = c.rejected.get(Rejection.OUT_OF_MEMORY, 0)
+    if oom:
         level = max(level, WARN)
-        problems.append(f'{c.rejected["out_of_memory"]} frame(s) lost to device out-of-memory')
+        problems.append(f'{oom} frame(s) lost to device out-of-memory')
+    failed = sum(c.publish_failures.values())
+    if failed:
+        level = max(level, WARN)
+        problems.append(f'{failed} output(s) failed to publish ('
+                        + ', '.join(sorted(c.publish_failures)) + ')')
     if c.received == 0:
         message = f'waiting for images on {cam.topic}'
     elif problems:
@@ -163,7 +189,9 @@ def camera_status(cam: CameraStream, info: NodeInfo, diag: DiagParams,
         ('frames_dropped', c.dropped), ('frames_rejected', c.rejected_total),
         ('frames_buffered', c.buffered),
     ]
-    values += [(f'rejected_{k}', v) for k, v in sorted(c.rejected.items())]
+    values += sorted((f'rejected_{k.value}', v) for k, v in c.rejected.items())
+    values += [('publish_failures', failed)]
+    values += sorted((f'publish_failed_{k}', v) for k, v in c.publish_failures.items())
     values += [
         ('stamp_resets', c.stamp_resets), ('session_resets', c.session_resets),
         ('keyframes', s.keyframes), ('rollbacks', s.rollbacks), ('evictions', s.evictions),
@@ -193,11 +221,11 @@ def camera_status(cam: CameraStream, info: NodeInfo, diag: DiagParams,
 
 
 def build(info: NodeInfo, cameras: list, diag: DiagParams, stamp,
-          now: Optional[float] = None) -> DiagnosticArray:
-    """Assemble the array published on /diagnostics."""
+          now: Optional[float] = None, device: Any = None) -> DiagnosticArray:
+    """Assemble the array published on /diagnostics (``device``: the engine's CUDA device)."""
     now = time.monotonic() if now is None else now
     msg = DiagnosticArray()
     msg.header.stamp = stamp
-    msg.status = [node_status(info, cameras, diag)]
+    msg.status = [node_status(info, cameras, diag, device)]
     msg.status += [camera_status(c, info, diag, now) for c in cameras]
     return msg

@@ -19,47 +19,77 @@ A lifecycle node (REP-2003 style managed node). configure validates the paramete
 loads the model and builds one streaming session per camera; activate subscribes and
 publishes; deactivate stops the worker; cleanup frees the model and its memory. With
 ``autostart`` (the default) it configures and activates itself, so plain ``ros2 run``
-and ``ros2 launch`` just work. Output topics are ``~/pose`` etc. for one camera and
-``~/<camera_name>/pose`` etc. for several.
+and ``ros2 launch`` just work; with ``autostart: false`` a lifecycle manager drives it.
+Output topics are ``~/pose`` etc. for one camera and ``~/<camera_name>/pose`` etc. for
+several.
+
+Threads: a multi-threaded executor runs image callbacks, the diagnostics timer, the
+services and lifecycle transitions in separate callback groups, so a slow transition
+(stopping a worker inside a long step) or a pending ``~/reset`` never holds up the
+diagnostics or the image callbacks; one worker thread owns the GPU.
 """
 
 from __future__ import annotations
 
+import argparse
 from collections import deque
 from datetime import datetime
+import difflib
+from enum import Enum
 import gc
 from pathlib import Path
 import sys
 import threading
 import time
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 from diagnostic_msgs.msg import DiagnosticArray
 from geometry_msgs.msg import PoseStamped
 from lingbot_ros.model.config import ConfigError
 from lingbot_ros.ros import diagnostics, messages
 from lingbot_ros.ros.convert import ImageConverter, ImageRejected
-from lingbot_ros.ros.params import (descriptor, engine_config, NodeParams, ParamError, parse,
-                                    SPEC, SPECS, stream_config, update)
-from lingbot_ros.ros.worker import CameraStream, Frame, FrameQueue, Worker
+from lingbot_ros.ros.params import (check_one, descriptor, engine_config, NodeParams,
+                                    ParamError, parse, SPEC, SPECS, stream_config, update)
+from lingbot_ros.ros.reasons import Event, Level, Rejection, Topic
+from lingbot_ros.ros.worker import (CameraStream, Frame, FrameQueue, StampVerdict, Worker,
+                                    WorkerBusy)
 from lingbot_ros.streaming.result import FrameResult
 from lingbot_ros.streaming.trajectory import write_npz, write_tum
 from nav_msgs.msg import Odometry, Path as PathMsg
 import numpy as np
 from rcl_interfaces.msg import SetParametersResult
 import rclpy
-from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
+from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
+from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
 from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
 from rclpy.parameter import Parameter
 from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
+from rclpy.task import Future
 from sensor_msgs.msg import CameraInfo, CompressedImage, Image, PointCloud2
 from std_msgs.msg import Header
 from std_srvs.srv import Trigger
 
 NODE_NAME = 'lingbot_node'
-LOG_EVERY_S = 5.0  # throttle for per-camera problem lines
+LOG_EVERY_S = 5.0          # throttle for per-camera problem lines
+STOP_WAIT_S = 30.0         # deactivate waits this long for the worker to leave its step
+RESET_WAIT_S = 60.0        # ~/reset answers 'still waiting' after this long
+EXECUTOR_THREADS = 4       # images, diagnostics, services, lifecycle / parameters
+ROS_OWN_PARAMETERS = ('use_sim_time', 'start_type_description_service')
 SUCCESS = TransitionCallbackReturn.SUCCESS
 FAILURE = TransitionCallbackReturn.FAILURE
+
+
+class NodeState(Enum):
+    """What the node status in /diagnostics says the node is doing."""
+
+    UNCONFIGURED = 'unconfigured'
+    CONFIGURING = 'configuring'
+    CONFIGURE_FAILED = 'unconfigured (configure failed)'
+    INACTIVE = 'inactive'
+    ACTIVE = 'active'
+    DEACTIVATING = 'deactivating'
+    FINALIZED = 'finalized'
+    AFTER_ERROR = 'unconfigured (after an error)'
 
 
 def _optional(module: str) -> bool:
@@ -71,7 +101,7 @@ def _optional(module: str) -> bool:
 
 
 class _Outputs:
-    """One camera's publishers (created on activate, destroyed on deactivate)."""
+    """One camera's publishers (created on activate, destroyed once the worker stopped)."""
 
     def __init__(self, node: 'LingbotNode', prefix: str) -> None:
         reliable = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE,
@@ -96,36 +126,62 @@ class LingbotNode(LifecycleNode):
     """The LingBot-Map streaming reconstruction node; see the module docstring."""
 
     def __init__(self, **kwargs: Any) -> None:
-        super().__init__(NODE_NAME, **kwargs)
+        super().__init__(NODE_NAME, **kwargs)  # lifecycle + parameter services: default group
+        self._image_group = MutuallyExclusiveCallbackGroup()
+        self._diag_group = MutuallyExclusiveCallbackGroup()
+        self._service_group = MutuallyExclusiveCallbackGroup()
+        self.exit_code = 0
         self._declare_errors = self._declare_all()
+        self.unknown_parameters = self._unknown_parameters()
         self.params: Optional[NodeParams] = None
         self._stream_cfg = None
         self.engine = None
         self.cameras: list = []
         self._queue: Optional[FrameQueue] = None
         self._worker: Optional[Worker] = None
+        self._converter: Optional[ImageConverter] = None
         self._outputs: list = []
+        self._retired: list = []   # outputs of a worker that was still in a step at deactivate
         self._subs: list = []
         self._lb_services: list = []
         self._tf = None
         self._last_log: dict = {}
+        self._log_lock = threading.Lock()
         self._cfg_lock = threading.Lock()
         self.info = diagnostics.NodeInfo(hardware_id='none')
         self.info.missing = [m for m in ('tf2_ros', 'cv_bridge', 'flashinfer')
                              if not _optional(m)]
+        self.info.unknown_parameters = list(self.unknown_parameters)
+        self.add_pre_set_parameters_callback(self._widen_numbers)
         self.add_on_set_parameters_callback(self._on_set_parameters)
         self.add_post_set_parameters_callback(self._after_set_parameters)
         self._diag_pub = self.create_publisher(DiagnosticArray, '/diagnostics', 10)
         period = self._raw('diagnostics_period')
         ok = isinstance(period, float) and SPEC['diagnostics_period'].low <= period <= 60.0
-        self._diag_timer = self.create_timer(period if ok else 1.0, self._publish_diagnostics)
+        self._diag_timer = self.create_timer(period if ok else 1.0, self._publish_diagnostics,
+                                             callback_group=self._diag_group)
 
     # --- parameters ---------------------------------------------------------------------
 
     def _declare_all(self) -> list:
+        """Declare every parameter; what the YAML got wrong is collected, not raised."""
         errors = []
+        overrides = self._parameter_overrides
         for spec in SPECS:
             value = spec.default
+            given = overrides.get(spec.name)
+            if isinstance(value, list) and given is not None \
+                    and given.type_ == Parameter.Type.NOT_SET:
+                # YAML's [] carries no element type: rcl leaves it unset. It means [].
+                del overrides[spec.name]
+                try:
+                    check_one(spec.name, [])
+                except ParamError as exc:
+                    errors.append(str(exc))
+            elif isinstance(value, float) and given is not None \
+                    and given.type_ == Parameter.Type.INTEGER:
+                overrides[spec.name] = Parameter(spec.name, Parameter.Type.DOUBLE,
+                                                 float(given.value))
             if isinstance(value, list) and not value:
                 value = Parameter.Type.STRING_ARRAY  # typed, no default: read as []
             try:
@@ -133,6 +189,30 @@ class LingbotNode(LifecycleNode):
             except Exception as exc:  # noqa: BLE001 (wrong type or range from the YAML)
                 errors.append(f'{spec.name}: {exc}')
         return errors
+
+    def _unknown_parameters(self) -> list:
+        """Name the YAML keys for this node that are not parameters (typos, old names)."""
+        unknown = []
+        for name in sorted(self._parameter_overrides):
+            if name in SPEC or name in ROS_OWN_PARAMETERS or name.startswith('qos_overrides.'):
+                continue
+            close = difflib.get_close_matches(name, list(SPEC), n=1)
+            hint = f" (did you mean '{close[0]}'?)" if close else ''
+            self.get_logger().warning(f'unknown parameter {name!r} ignored{hint}; '
+                                      'config/lingbot.yaml lists every parameter')
+            unknown.append(name)
+        return unknown
+
+    def _widen_numbers(self, changed: list) -> list:
+        """Accept a whole number where a float is declared (``ros2 param set ... 5``)."""
+        out = []
+        for p in changed:
+            spec = SPEC.get(p.name)
+            if spec is not None and isinstance(spec.default, float) \
+                    and p.type_ == Parameter.Type.INTEGER:
+                p = Parameter(p.name, Parameter.Type.DOUBLE, float(p.value))
+            out.append(p)
+        return out
 
     def _raw(self, name: str) -> Any:
         try:
@@ -181,6 +261,7 @@ class LingbotNode(LifecycleNode):
 
     def on_configure(self, state: LifecycleState) -> TransitionCallbackReturn:
         log = self.get_logger()
+        self.info.state = NodeState.CONFIGURING
         if self._declare_errors:
             return self._fail('invalid parameters: ' + '; '.join(self._declare_errors))
         try:
@@ -196,7 +277,9 @@ class LingbotNode(LifecycleNode):
             names = params.resolved_camera_names
             sessions = [engine.new_session(n, stream_cfg) for n in names]
         except Exception as exc:  # noqa: BLE001 (EngineError, ConfigError, OSError ...)
-            return self._fail(f'cannot load the model: {exc}')
+            text = str(exc).strip().splitlines()[0] if str(exc).strip() else ''
+            return self._fail(f'cannot load the model: {type(exc).__name__}: {text}'
+                              if not _is_ours(exc) else f'cannot load the model: {text}')
         self.engine, self.params, self._stream_cfg = engine, params, stream_cfg
         self.cameras = [CameraStream(i, n, t, s, params.diag.stats_window)
                         for i, (n, t, s) in enumerate(zip(names, params.inputs.camera_topics,
@@ -208,24 +291,25 @@ class LingbotNode(LifecycleNode):
         self._converter = ImageConverter(params.inputs.use_cv_bridge)
         self._fill_info(engine, engine_cfg)
         self._lb_services = [
-            self.create_service(Trigger, '~/reset', self._on_reset),
-            self.create_service(Trigger, '~/save_trajectory', self._on_save)]
-        random = 'random weights' in engine.description
-        line = (f'model: {engine.description} on {engine.device} ({self.info.dtype}, '
-                f'{engine.backend} attention); cameras: '
-                + ', '.join(f'{c.name} <- {c.topic}' for c in self.cameras))
-        log.info(line)
-        if random:
-            log.warning('NO CHECKPOINT: running the tiny random-weight model. Poses and depth '
-                        'are meaningless; set the checkpoint parameter to the released '
+            self.create_service(Trigger, '~/reset', self._on_reset,
+                                callback_group=self._service_group),
+            self.create_service(Trigger, '~/save_trajectory', self._on_save,
+                                callback_group=self._service_group)]
+        log.info(f'model: {engine.description} on {engine.device} ({self.info.dtype}, '
+                 f'{engine.backend} attention); image conversion: {self._converter.backend}')
+        if self.info.random_weights:
+            log.warning(f'NO CHECKPOINT: running {engine.description}. Poses and depth are '
+                        'meaningless; set the checkpoint parameter to the released '
                         'LingBot-Map weights.')
-        self.info.state = 'inactive'
+        if params.model.device == 'auto' and engine.device.type == 'cpu':
+            log.warning(_cpu_fallback_text(torch))
+        self.info.state = NodeState.INACTIVE
         return SUCCESS
 
     def _fail(self, text: str) -> TransitionCallbackReturn:
         self.get_logger().error(f'configure failed: {text}')
         self.info.error = text
-        self.info.state = 'unconfigured (configure failed)'
+        self.info.state = NodeState.CONFIGURE_FAILED
         return FAILURE
 
     def _fill_info(self, engine: Any, cfg: Any) -> None:
@@ -241,6 +325,8 @@ class LingbotNode(LifecycleNode):
         if cfg.attention_backend == 'auto' and engine.device.type == 'cuda' \
                 and engine.backend != 'flashinfer':
             info.fallbacks.append(f'attention: {engine.backend_reason}')
+        if self.params.model.device == 'auto' and engine.device.type == 'cpu':
+            info.fallbacks.append('device auto: no CUDA device, running on the CPU')
         if 'tf2_ros' in info.missing and self.params.outputs.publish_tf:
             info.fallbacks.append('tf2_ros not installed: TF not published')
         info.hardware_id = _hardware_id(engine.device)
@@ -248,6 +334,11 @@ class LingbotNode(LifecycleNode):
     def on_activate(self, state: LifecycleState) -> TransitionCallbackReturn:
         p = self.params
         inputs = p.inputs
+        if self._worker.alive and not self._worker.stop(STOP_WAIT_S):
+            self.get_logger().error('activate refused: the previous worker thread is still '
+                                    f'inside a step after {STOP_WAIT_S:.0f} s; try again')
+            return FAILURE
+        self._destroy_retired()
         many = len(self.cameras) > 1
         self._outputs = [_Outputs(self, f'~/{c.name}/' if many else '~/') for c in self.cameras]
         self._tf = None
@@ -259,38 +350,60 @@ class LingbotNode(LifecycleNode):
                                       if inputs.qos_reliability == 'best_effort'
                                       else ReliabilityPolicy.RELIABLE))
         compressed = inputs.input_transport == 'compressed'
-        for cam in self.cameras:
-            topic = cam.topic.rstrip('/') + '/compressed' if compressed else cam.topic
-            kind = CompressedImage if compressed else Image
-            self._subs.append(self.create_subscription(
-                kind, topic, lambda msg, c=cam: self._on_image(c, msg, compressed), qos))
+        for cam, topic in zip(self.cameras, inputs.camera_topics):
+            if compressed:  # image_transport's naming: the resolved base topic + /compressed
+                name = self.resolve_topic_name(topic).rstrip('/') + '/compressed'
+                kind = CompressedImage
+            else:
+                name, kind = topic, Image
+            sub = self.create_subscription(
+                kind, name, lambda msg, c=cam: self._on_image(c, msg, compressed), qos,
+                callback_group=self._image_group)
+            cam.topic = sub.topic_name
+            self._subs.append(sub)
         self._queue = FrameQueue(len(self.cameras), inputs.queue_size)
-        self._worker.queue = self._queue
-        self._worker.start()
-        self.info.state = 'active'
+        try:
+            self._worker.start(self._queue)
+        except WorkerBusy as exc:  # stop() above said it ended; belt and braces
+            self._stop_streaming()
+            self.get_logger().error(f'activate refused: {exc}')
+            return FAILURE
+        self.info.state = NodeState.ACTIVE
         self.get_logger().info('active: ' + ', '.join(
-            f'{s.topic_name}' for s in self._subs))
+            f'{c.name} <- {c.topic}' for c in self.cameras))
         return SUCCESS
 
     def on_deactivate(self, state: LifecycleState) -> TransitionCallbackReturn:
+        self.info.state = NodeState.DEACTIVATING
         self._stop_streaming()
-        self.info.state = 'inactive'
+        self.info.state = NodeState.INACTIVE
         return SUCCESS
 
-    def _stop_streaming(self) -> None:
+    def _stop_streaming(self, wait: float = STOP_WAIT_S) -> None:
+        """Unsubscribe, stop the worker, then destroy its publishers (never before)."""
         for sub in self._subs:
             self.destroy_subscription(sub)
         self._subs = []
-        if self._worker is not None:
-            self._worker.stop()
-        for out in self._outputs:
-            out.destroy(self)
-        self._outputs = []
+        stopped = self._worker is None or self._worker.stop(wait)
+        outputs, self._outputs = self._outputs, []
+        if stopped:
+            for out in outputs:
+                out.destroy(self)
+        else:
+            self._retired.extend(outputs)
+            self.get_logger().warning(f'the worker is still inside a step after {wait:.0f} s; '
+                                      'its publishers go once it has left it')
         self._tf = None
+
+    def _destroy_retired(self) -> None:
+        if self._retired and (self._worker is None or not self._worker.alive):
+            for out in self._retired:
+                out.destroy(self)
+            self._retired = []
 
     def on_cleanup(self, state: LifecycleState) -> TransitionCallbackReturn:
         self._release()
-        self.info.state = 'unconfigured'
+        self.info.state = NodeState.UNCONFIGURED
         return SUCCESS
 
     def _release(self) -> None:
@@ -298,7 +411,9 @@ class LingbotNode(LifecycleNode):
         for srv in self._lb_services:
             self.destroy_service(srv)
         self._lb_services = []
-        self.cameras, self._worker, self._queue, self.engine = [], None, None, None
+        if self._worker is None or not self._worker.alive:
+            self._destroy_retired()
+            self.cameras, self._worker, self._queue, self.engine = [], None, None, None
         self.params = None
         gc.collect()
         try:
@@ -311,15 +426,26 @@ class LingbotNode(LifecycleNode):
 
     def on_shutdown(self, state: LifecycleState) -> TransitionCallbackReturn:
         self._release()
-        self.info.state = 'finalized'
+        self.info.state = NodeState.FINALIZED
         return SUCCESS
 
     def on_error(self, state: LifecycleState) -> TransitionCallbackReturn:
         self._release()
-        self.info.state = 'unconfigured (after an error)'
+        self.info.state = NodeState.AFTER_ERROR
         return SUCCESS
 
-    # --- input (executor thread: convert and enqueue only) -------------------------------
+    def autostart_once(self) -> None:
+        """Configure and activate (a one-shot timer runs this once the executor spins)."""
+        if self.trigger_configure() != SUCCESS:
+            self.get_logger().fatal('configure failed (see above); exiting')
+            self.exit_code = 1
+        elif self.trigger_activate() != SUCCESS:
+            self.get_logger().fatal('activate failed; exiting')
+            self.exit_code = 1
+        if self.exit_code:
+            self.context.try_shutdown()
+
+    # --- input (image callback group: convert and enqueue only) --------------------------
 
     def _on_image(self, cam: CameraStream, msg: Any, compressed: bool) -> None:
         now = time.monotonic()
@@ -328,18 +454,20 @@ class LingbotNode(LifecycleNode):
             rgb = self._converter.compressed(msg) if compressed else self._converter.image(msg)
         except ImageRejected as exc:
             cam.counters.on_rejected(exc.reason)
-            self.report(cam, exc.reason, f'image rejected: {exc}', 'warn')
+            self.report(cam, exc.reason, f'image rejected: {exc}', Level.WARN)
             return
         stamp = messages.stamp_ns(msg.header.stamp)
         verdict = cam.admit(stamp)
-        if verdict == 'duplicate':
-            cam.counters.on_rejected('duplicate_stamp')
-            self.report(cam, 'duplicate_stamp', f'duplicate stamp {stamp} rejected', 'warn')
+        if verdict == StampVerdict.DUPLICATE:
+            cam.counters.on_rejected(Rejection.DUPLICATE_STAMP)
+            self.report(cam, Rejection.DUPLICATE_STAMP, f'duplicate stamp {stamp} rejected',
+                        Level.WARN)
             return
-        if verdict == 'backward':
-            cam.counters.stamp_resets += 1
-            for _ in range(self._queue.clear(cam.index)):
-                cam.counters.on_dropped()
+        if verdict == StampVerdict.BACKWARD:
+            cam.counters.on_stamp_reset()
+            cleared = self._queue.clear(cam.index)
+            if cleared:
+                cam.counters.on_dropped(cleared)
             cam.pending_reset.set()
             self.get_logger().warning(
                 f'[{cam.name}] stamp jumped backwards (looped bag or restarted source): '
@@ -350,18 +478,21 @@ class LingbotNode(LifecycleNode):
 
     # --- output (worker thread) ----------------------------------------------------------
 
-    def report(self, cam: Optional[CameraStream], reason: str, text: str, level: str) -> None:
-        """Log a per-camera problem at most every LOG_EVERY_S per reason (counted always)."""
+    def report(self, cam: Optional[CameraStream], topic: Topic, text: str,
+               level: Level) -> None:
+        """Log a per-camera problem at most every LOG_EVERY_S per topic (counted always)."""
         name = cam.name if cam is not None else 'worker'
-        key = (name, reason)
+        key = (name, topic)
         now = time.monotonic()
-        if now - self._last_log.get(key, -1e9) < LOG_EVERY_S:
-            return
-        self._last_log[key] = now
-        count = cam.counters.rejected.get(reason, 0) if cam is not None else 0
+        with self._log_lock:
+            if now - self._last_log.get(key, -1e9) < LOG_EVERY_S:
+                return
+            self._last_log[key] = now
+        count = cam.counters.rejected_count(topic) \
+            if cam is not None and isinstance(topic, Rejection) else 0
         line = f'[{name}] {text}' + (f' ({count} so far)' if count else '')
         log = self.get_logger()
-        (log.error if level == 'error' else log.warning)(line)
+        (log.error if level == Level.ERROR else log.warning)(line)
 
     def _frames(self, cam: CameraStream) -> tuple:
         """
@@ -382,58 +513,103 @@ class LingbotNode(LifecycleNode):
             child = f'{sensor}_lingbot'
         return map_frame, child, sensor
 
+    def _send(self, cam: CameraStream, output: str, action: Callable[[], None]) -> None:
+        """Publish one output; a failure loses only it, counted and reported."""
+        try:
+            action()
+        except Exception as exc:  # noqa: BLE001 (a bad message must not cost the others)
+            cam.counters.on_publish_failed(output)
+            self.report(cam, Event.PUBLISH_FAILED,
+                        f'{output} not published: {type(exc).__name__}: {exc}', Level.ERROR)
+
     def publish(self, cam: CameraStream, result: FrameResult) -> None:
         """Publish everything enabled for one result, stamped with the input's stamp."""
         params = self.params
-        if params is None or cam.index >= len(self._outputs):
+        outputs = self._outputs
+        if params is None or cam.index >= len(outputs):
             return
-        out, pubs = params.outputs, self._outputs[cam.index]
+        out, pubs = params.outputs, outputs[cam.index]
         map_frame, child, sensor = self._frames(cam)
         pose = messages.map_pose(result, params.inputs.map_convention)
         stamp = result.stamp_ns
         pose_msg = messages.pose_stamped(pose, stamp, map_frame)
-        pubs.pose.publish(pose_msg)
+        self._send(cam, 'pose', lambda: pubs.pose.publish(pose_msg))
         if out.publish_odom:
-            pubs.odom.publish(messages.odometry(pose, stamp, map_frame, child, cam.previous))
+            self._send(cam, 'odom', lambda: pubs.odom.publish(
+                messages.odometry(pose, stamp, map_frame, child, cam.previous)))
         if out.publish_path:
-            if cam.path.maxlen != out.path_max_length:
-                cam.path = deque(cam.path, maxlen=out.path_max_length)
-            cam.path.append(pose_msg)
-            now = time.monotonic()
-            if now - pubs.path_sent >= out.path_period:  # the full path is costly to send
-                pubs.path_sent = now
-                pubs.path.publish(PathMsg(header=Header(stamp=pose_msg.header.stamp,
-                                                        frame_id=map_frame),
-                                          poses=list(cam.path)))
+            self._send(cam, 'path', lambda: self._publish_path(cam, pubs, pose_msg, map_frame))
         if out.publish_tf and self._tf is not None:
-            self._tf.sendTransform(messages.transform(pose, stamp, map_frame, child))
+            self._send(cam, 'tf', lambda: self._tf.sendTransform(
+                messages.transform(pose, stamp, map_frame, child)))
         if out.publish_camera_info:
-            pubs.camera_info.publish(messages.camera_info(result, sensor))
-        if out.publish_depth:
-            depth = messages.depth_image(result, sensor)
-            if depth is not None:
-                pubs.depth.publish(depth)
-        if out.publish_points:
-            cloud = messages.point_cloud(result, pose, map_frame, out.points_decimation,
-                                         out.points_min_confidence,
-                                         out.points_confidence_percentile)
-            if cloud is not None:
-                pubs.points.publish(cloud)
+            self._send(cam, 'camera_info', lambda: pubs.camera_info.publish(
+                messages.camera_info(result, sensor)))
+        if out.publish_depth and result.depth is not None:
+            self._send(cam, 'depth', lambda: pubs.depth.publish(
+                messages.depth_image(result, sensor)))
+        if out.publish_points and result.depth is not None:
+            self._send(cam, 'points', lambda: pubs.points.publish(messages.point_cloud(
+                result, pose, map_frame, out.points_decimation, out.points_min_confidence,
+                out.points_confidence_percentile)))
         cam.previous = (stamp, pose)
         with cam.lock:
             cam.trajectory.append((stamp, pose))
 
+    def _publish_path(self, cam: CameraStream, pubs: _Outputs, pose_msg: PoseStamped,
+                      map_frame: str) -> None:
+        out = self.params.outputs
+        with cam.lock:
+            if cam.path.maxlen != out.path_max_length:
+                cam.path = deque(cam.path, maxlen=out.path_max_length)
+            cam.path.append(pose_msg)
+            poses = list(cam.path)
+        now = time.monotonic()
+        if now - pubs.path_sent >= out.path_period:  # the full path is costly to send
+            pubs.path_sent = now
+            pubs.path.publish(PathMsg(header=Header(stamp=pose_msg.header.stamp,
+                                                    frame_id=map_frame), poses=poses))
+
     # --- services --------------------------------------------------------------------------
 
-    def _on_reset(self, request: Trigger.Request, response: Trigger.Response) -> Any:
-        done = self._worker.request_reset()
-        response.success = done.wait(60.0)
+    async def _on_reset(self, request: Trigger.Request, response: Trigger.Response) -> Any:
+        """
+        Rebuild every session; answered once the worker did it, without blocking a thread.
+
+        The worker serves the reset between two frames. This coroutine waits on a future
+        the worker completes, so the executor goes on running image callbacks and
+        diagnostics meanwhile; after RESET_WAIT_S it answers that the reset is still
+        pending (it then runs before the next frame).
+        """
+        worker = self._worker
+        if worker is None:
+            response.success, response.message = False, 'not configured: nothing to reset'
+            return response
+        future = Future(executor=self.executor)
+        future.add_done_callback(lambda _: None)  # a done callback wakes the executor
+        lock = threading.Lock()
+
+        def finish(done: bool) -> None:
+            with lock:
+                if not future.done():
+                    future.set_result(done)
+        timer = self.create_timer(RESET_WAIT_S, lambda: finish(False),
+                                  callback_group=self._service_group)
+        worker.request_reset(on_done=lambda: finish(True))
+        done = await future
+        self.destroy_timer(timer)
+        response.success = bool(done)
         response.message = (f'reset {len(self.cameras)} session(s): the next frames start a '
-                            'new map' if response.success else 'reset timed out (worker busy)')
+                            'new map' if done else
+                            f'reset still pending after {RESET_WAIT_S:.0f} s (the worker is '
+                            'inside a step); it runs before the next frame')
         self.get_logger().info(response.message)
         return response
 
     def _on_save(self, request: Trigger.Request, response: Trigger.Response) -> Any:
+        if self.params is None:
+            response.success, response.message = False, 'not configured: no trajectory'
+            return response
         folder = Path(self.params.trajectory_dir)
         written, empty = [], []
         try:
@@ -468,21 +644,42 @@ class LingbotNode(LifecycleNode):
     # --- diagnostics ---------------------------------------------------------------------
 
     def _publish_diagnostics(self) -> None:
-        diag = self.params.diag if self.params is not None else parse({}).diag
-        if self._worker is not None and self.info.state == 'active' \
-                and not self._worker.alive:
+        params = self.params
+        diag = params.diag if params is not None else parse({}).diag
+        worker, engine = self._worker, self.engine
+        if worker is not None and self.info.state == NodeState.ACTIVE and not worker.alive:
             self.info.error = 'the worker thread stopped'
-        if self.engine is not None:
-            self.info.cuda_graphs = self.engine.graph_status
-            if self.engine.device.type == 'cuda':
-                self.info.device_memory_use = diagnostics.device_memory_use()
+        self._destroy_retired()
+        device = None
+        if engine is not None:
+            self.info.cuda_graphs = engine.graph_status
+            if engine.device.type == 'cuda':
+                device = engine.device
+                self.info.device_memory_use = diagnostics.device_memory_use(device)
+        if self._converter is not None:
+            self.info.converter = self._converter.backend
+            self.info.converter_notes = self._converter.notes
         msg = diagnostics.build(self.info, list(self.cameras), diag,
-                                self.get_clock().now().to_msg())
+                                self.get_clock().now().to_msg(), device=device)
         self._diag_pub.publish(msg)
 
     @property
     def autostart(self) -> bool:
         return bool(self._raw('autostart'))
+
+
+def _is_ours(exc: BaseException) -> bool:
+    """Errors of our own already say what and where in one line."""
+    from lingbot_ros.streaming.engine import EngineError
+    return isinstance(exc, (EngineError, ConfigError, ParamError))
+
+
+def _cpu_fallback_text(torch: Any) -> str:
+    cuda = getattr(torch.version, 'cuda', None)
+    build = f'a CUDA {cuda} build' if cuda else 'a CPU-only build'
+    return ('device auto: no CUDA device is visible (torch ' + torch.__version__ + ' is '
+            f'{build}); running on the CPU, which takes seconds per frame. Set device: cpu '
+            'to silence this, or check the driver and CUDA_VISIBLE_DEVICES.')
 
 
 def _hardware_id(device: Any) -> str:
@@ -495,31 +692,52 @@ def _hardware_id(device: Any) -> str:
     return str(device)
 
 
+def usage() -> argparse.ArgumentParser:
+    """Build the ``lingbot_node --help`` text: how to start it and where the parameters are."""
+    lines = [f'  {s.name} (default {s.default!r}){" [read-only]" if s.read_only else ""}'
+             for s in SPECS]
+    return argparse.ArgumentParser(
+        prog='lingbot_node', formatter_class=argparse.RawDescriptionHelpFormatter,
+        description='LingBot-Map streaming 3D reconstruction as a ROS 2 lifecycle node: '
+                    'camera images in; poses, path, depth, points and /diagnostics out.',
+        epilog='usage with ROS arguments:\n'
+               '  ros2 run lingbot_ros lingbot_node --ros-args --params-file lingbot.yaml '
+               '-r image:=/camera/image_raw\n'
+               '  ros2 launch lingbot_ros lingbot.launch.py image_topic:=/camera/image_raw\n\n'
+               'parameters (config/lingbot.yaml documents each one):\n' + '\n'.join(lines))
+
+
 def main(args: Optional[list] = None) -> int:
     """Entry point of ``lingbot_node``: spin, auto configure + activate by default."""
-    rclpy.init(args=args)
-    node = LingbotNode()
-    executor = SingleThreadedExecutor()
-    executor.add_node(node)
-    rc = 0
+    from rclpy.utilities import remove_ros_args
+    argv = list(sys.argv if args is None else args)
+    usage().parse_args(remove_ros_args(argv)[1:])  # --help prints and exits here
     try:
-        if node.autostart:
-            if node.trigger_configure() != SUCCESS:
-                node.get_logger().fatal('configure failed (see above); exiting')
-                rc = 1
-            elif node.trigger_activate() != SUCCESS:
-                node.get_logger().fatal('activate failed; exiting')
-                rc = 1
-        if rc == 0:
-            executor.spin()
+        rclpy.init(args=argv)
+    except Exception as exc:  # noqa: BLE001 (a broken parameter file, a bad remap rule)
+        text = ' '.join(str(exc).split())
+        print(f'lingbot_node: cannot start: {text}', file=sys.stderr)
+        return 2
+    node = LingbotNode()
+    executor = MultiThreadedExecutor(num_threads=EXECUTOR_THREADS)
+    executor.add_node(node)
+    if node.autostart:  # from inside the executor, so diagnostics flow during configure
+        starter = None
+
+        def start_once() -> None:
+            starter.cancel()
+            node.autostart_once()
+        starter = node.create_timer(0.0, start_once)  # the lifecycle services' group
+    try:
+        executor.spin()
     except (KeyboardInterrupt, ExternalShutdownException):
         pass
     finally:
         node._release()
-        executor.remove_node(node)
+        executor.shutdown()
         node.destroy_node()
         rclpy.try_shutdown()
-    return rc
+    return node.exit_code
 
 
 if __name__ == '__main__':
