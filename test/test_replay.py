@@ -17,7 +17,10 @@
 import json
 from pathlib import Path
 
-from lingbot_ros.streaming.trajectory import read_tum
+from lingbot_ros.streaming.map_cloud import MapCloud, MapCloudConfig
+from lingbot_ros.streaming.ply import read_ply
+from lingbot_ros.streaming.result import FrameResult, FrameType
+from lingbot_ros.streaming.trajectory import intrinsics_from_fov, pose_enc_to_matrix, read_tum
 from lingbot_ros.tools.replay import main
 import numpy as np
 import pytest
@@ -76,6 +79,50 @@ def test_replay_kv_stats_file(basic_run):
         [r['agg_attended_kv_tokens_block0'] for r in ref]
     assert [m['after_forward']['visible_kv_tokens'] for m in mine] == \
         [r['after_forward']['visible_kv_tokens'] for r in ref]
+
+
+def _map_of(outputs, images, cfg):
+    """Rebuild the accumulated map from a run's npz: what --ply must have written."""
+    cloud = MapCloud(cfg)
+    h, w = outputs['depth'].shape[1:3]
+    for i, enc in enumerate(outputs['pose_enc']):
+        k = intrinsics_from_fov(enc[7], enc[8], h, w)
+        rgb = np.round(np.clip(images[i], 0, 1).transpose(1, 2, 0) * np.float32(255))
+        cloud.add(FrameResult(
+            stamp_ns=i, index=i, frame_type=FrameType(int(outputs['frame_type'][i])),
+            pose_c2w=pose_enc_to_matrix(enc), pose_enc=enc, intrinsics=k, intrinsics_model=k,
+            input_hw=(h, w), model_hw=(h, w), depth=outputs['depth'][i, ..., 0],
+            confidence=outputs['depth_conf'][i], colors=rgb.astype(np.uint8)))
+    return cloud
+
+
+def test_ply_holds_the_accumulated_map_of_the_run(tmp_path):
+    rc = main(FIXTURE_ARGS + ['--images', str(BASIC / 'images.npy'), '--out',
+                              str(tmp_path / 'o.npz'), '--ply', str(tmp_path / 'map.ply'),
+                              '--map-voxel-size', '0.05'])
+    assert rc == 0
+    xyz, rgb, conf = read_ply(tmp_path / 'map.ply')
+    cloud = _map_of(np.load(tmp_path / 'o.npz'), np.load(BASIC / 'images.npy'),
+                    MapCloudConfig(voxel_size=0.05))
+    snap = cloud.snapshot()
+    assert cloud.keyframes == 12 and len(xyz) == len(cloud) > 100
+    np.testing.assert_array_equal(xyz, snap.xyz)
+    np.testing.assert_array_equal(rgb, snap.rgb)
+    np.testing.assert_array_equal(conf, snap.confidence)
+
+
+def test_ply_map_is_bounded_and_keeps_depth_on(tmp_path, capsys):
+    cfg = tmp_path / 'no_depth.json'
+    data = json.loads((BASIC / 'config.json').read_text())
+    data['inference'] = {'stream': {'with_depth': False, 'scale_frames': 8}}
+    cfg.write_text(json.dumps(data))
+    rc = main(['--model-config', str(cfg), '--checkpoint', str(BASIC / 'weights.safetensors'),
+               '--device', 'cpu', '--images', str(BASIC / 'images.npy'), '--ply',
+               str(tmp_path / 'map.ply'), '--map-max-points', '40'])
+    assert rc == 0
+    assert len(read_ply(tmp_path / 'map.ply')[0]) == 40
+    err = capsys.readouterr().err
+    assert 'map: 40 points from 12 keyframes' in err and 'map.ply' in err
 
 
 def test_flags_override_the_config_block(tmp_path):
@@ -146,3 +193,11 @@ def test_errors_are_one_line_with_exit_code_2(tmp_path, capsys):
     err = _error(capsys, FIXTURE_ARGS + ['--images', str(BASIC / 'images.npy'),
                                          '--sliding-window', '0'])
     assert 'sliding_window=0' in err
+
+    err = _error(capsys, FIXTURE_ARGS + ['--images', str(BASIC / 'images.npy'), '--ply',
+                                         str(tmp_path / 'm.ply'), '--map-voxel-size', '0'])
+    assert 'voxel_size=0.0' in err and '--map-voxel-size' in err
+
+    err = _error(capsys, FIXTURE_ARGS + ['--images', str(BASIC / 'images.npy'), '--ply',
+                                         str(tmp_path / 'no' / 'such' / 'dir' / 'm.ply')])
+    assert 'cannot write output' in err

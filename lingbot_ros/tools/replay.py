@@ -13,7 +13,7 @@
 # limitations under the License.
 
 """
-``lingbot-ros-replay``: run the streaming model offline over images; write npz / TUM.
+``lingbot-ros-replay``: run the streaming model offline over images; write npz / TUM / PLY.
 
 INPUT is a ``.npy`` stack ``[S, 3, H, W]`` in [0, 1] (used as is), a folder of images or
 a video file (both preprocessed as the reference does). A model config with an
@@ -21,7 +21,9 @@ a video file (both preprocessed as the reference does). A model config with an
 arguments, so a fixture's config, weights and images reproduce its ``outputs.npz``;
 flags override. OUT.npz holds the fixtures' array names: note that ``extrinsic_w2c`` is
 the raw ``[R(q) | T]`` (which this package reads as camera-to-world, as the fixtures
-README explains) and ``extrinsic_c2w`` its inverse. No ROS needed.
+README explains) and ``extrinsic_c2w`` its inverse. ``--ply`` writes the accumulated map
+of the run (the node's ``~/map``: keyframe points merged per voxel, bounded, of the last
+map epoch) in the optical map frame of ``--trajectory``. No ROS needed.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from typing import Any, Optional, Sequence
 
 from lingbot_ros.model.config import ConfigError
 from lingbot_ros.streaming.config import BACKENDS, DTYPES, EngineConfig, StreamConfig
+from lingbot_ros.streaming.map_cloud import MapCloud, MapCloudConfig
 import numpy as np
 
 VIDEO_SUFFIXES = ('.mp4', '.avi', '.mov', '.mkv', '.webm', '.m4v', '.mpg', '.mpeg')
@@ -52,13 +55,24 @@ def build_parser() -> argparse.ArgumentParser:
     model.add_argument('--model-config', metavar='CONFIG.json',
                        help='model structure (ours or a parity fixture config.json)')
     model.add_argument('--preset', default=None, help="named structure: 'tiny' or 'release'")
-    p.add_argument('--checkpoint', metavar='WEIGHTS', help='.safetensors/.pt (default: random)')
+    p.add_argument('--checkpoint', metavar='WEIGHTS',
+                   help='.safetensors/.pt file or hf://<owner>/<repo>[@<revision>]/<file> '
+                   '(default: random)')
     p.add_argument('--images', metavar='INPUT', required=True,
                    help='.npy [S,3,H,W] in [0,1], a folder of images, or a video file')
     p.add_argument('--out', metavar='OUT.npz', help='write the fixture-format arrays here')
     p.add_argument('--trajectory', metavar='FILE.tum',
                    help='write camera-to-world poses in TUM format')
     p.add_argument('--kv-stats', metavar='FILE.json', help='write per-call cache statistics')
+    map_defaults = MapCloudConfig()
+    p.add_argument('--ply', metavar='FILE.ply',
+                   help='write the accumulated map (keyframe points per voxel) as binary PLY')
+    p.add_argument('--map-voxel-size', type=float, default=map_defaults.voxel_size,
+                   help=f'voxel edge of the map in model units (default '
+                   f'{map_defaults.voxel_size})')
+    p.add_argument('--map-max-points', type=int, default=map_defaults.max_points,
+                   help=f'voxels kept; the least recently observed go first (default '
+                   f'{map_defaults.max_points})')
     p.add_argument('--scale-frames', type=int)
     p.add_argument('--sliding-window', type=int)
     p.add_argument('--keyframe-interval', type=int)
@@ -127,7 +141,17 @@ def stream_config(args: argparse.Namespace) -> StreamConfig:
              'max_window_frames': args.max_window_frames,
              'camera_iterations': args.camera_iterations, 'image_size': args.image_size}
     fields.update({k: v for k, v in flags.items() if v is not None})
+    if getattr(args, 'ply', None):
+        fields['with_depth'] = True  # the map is made of depth
     return StreamConfig.from_dict(fields)
+
+
+def map_config(args: argparse.Namespace) -> MapCloudConfig:
+    """Voxel size and bound from the flags; the rest as the node's ``~/points`` defaults."""
+    try:
+        return MapCloudConfig(voxel_size=args.map_voxel_size, max_points=args.map_max_points)
+    except ConfigError as exc:
+        raise ConfigError(f'{exc} (flags --map-voxel-size, --map-max-points)') from exc
 
 
 def load_input(path: str, image_size: int, patch_size: int, fps: float) -> Any:
@@ -162,10 +186,12 @@ def load_input(path: str, image_size: int, patch_size: int, fps: float) -> Any:
 def run(args: argparse.Namespace) -> dict:
     """Load, run and write; return a short summary (frames, keyframes, windows)."""
     from lingbot_ros.streaming.engine import Engine, EngineError
+    from lingbot_ros.streaming.ply import write_ply
     from lingbot_ros.streaming.trajectory import write_npz, write_tum
 
     try:
         stream_cfg = stream_config(args)
+        cloud = MapCloud(map_config(args)) if args.ply else None
         engine_cfg = EngineConfig(
             checkpoint=args.checkpoint, preset=args.preset or 'tiny',
             model_config=args.model_config, device=args.device, dtype=args.dtype,
@@ -193,10 +219,18 @@ def run(args: argparse.Namespace) -> dict:
                       [r.pose_c2w for r in out.results])
         if args.kv_stats:
             Path(args.kv_stats).write_text(json.dumps({'steps': out.kv_stats}, indent=1))
+        restarts = 0
+        if cloud is not None:
+            for result in out.results:
+                restarts += cloud.add(result).new_epoch
+            write_ply(args.ply, *cloud.snapshot())
     except OSError as exc:
         raise ReplayError(f'cannot write output: {exc}') from exc
-    return {'frames': len(out.results), 'keyframes': int(out.arrays['is_keyframe'].sum()),
-            'windows': session.window_index + 1, 'model': engine.description}
+    summary = {'frames': len(out.results), 'keyframes': int(out.arrays['is_keyframe'].sum()),
+               'windows': session.window_index + 1, 'model': engine.description}
+    if cloud is not None:
+        summary['map'], summary['map_restarts'] = cloud.stats(), restarts
+    return summary
 
 
 def _progress(total: int, quiet: bool) -> Any:
@@ -222,6 +256,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if not args.quiet:
         print(f"{summary['frames']} frames, {summary['keyframes']} keyframes, "
               f"{summary['windows']} window(s); model: {summary['model']}", file=sys.stderr)
+        if 'map' in summary:
+            m = summary['map']
+            restarted = summary['map_restarts']
+            note = f'; the map restarted {restarted} time(s): the file holds the last one' \
+                if restarted else ''
+            print(f'map: {m.points} points from {m.keyframes} keyframes ({m.dropped_points} '
+                  f'dropped at the bound{note}) -> {args.ply}', file=sys.stderr)
     return 0
 
 
