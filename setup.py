@@ -32,6 +32,7 @@ RUNTIME = [
     'tqdm>=4.60',
     'PyYAML>=6.0',
     'rosbags>=0.10',
+    'huggingface_hub>=0.20',
 ]
 ROS_WHEELS = [
     'ros-rclpy',

@@ -28,6 +28,8 @@ import re
 from typing import Any, Mapping, Optional
 
 from lingbot_ros.model.config import ConfigError, PRESETS
+from lingbot_ros.model.hub import (HubSpecError, is_hub_spec, parse_hub_spec, SPEC_EXAMPLE,
+                                   SPEC_FORM)
 
 KEYFRAME_MODES = ('interval', 'flow')
 DTYPES = ('float32', 'bfloat16', 'float16')
@@ -115,7 +117,9 @@ class EngineConfig:
 
     ``model_config`` (a JSON file: our own form or a parity fixture's ``config.json``)
     wins over ``preset``. Without ``checkpoint`` the weights are random, drawn from
-    ``seed``. ``device='auto'`` picks CUDA when available.
+    ``seed``; ``checkpoint`` is a file path or ``hf://<owner>/<repo>[@<revision>]/<file>``
+    (fetched into the Hugging Face cache on first use, see :mod:`lingbot_ros.model.hub`).
+    ``device='auto'`` picks CUDA when available.
     """
 
     checkpoint: Optional[str] = None
@@ -131,7 +135,14 @@ class EngineConfig:
         """Check every field once; return self so it chains."""
         _require(self.checkpoint is None or (isinstance(self.checkpoint, str)
                                              and self.checkpoint != ''),
-                 'checkpoint', self.checkpoint, 'None or a file path')
+                 'checkpoint', self.checkpoint, f'None, a file path or {SPEC_FORM}')
+        if is_hub_spec(self.checkpoint):
+            try:
+                parse_hub_spec(self.checkpoint)
+            except HubSpecError as exc:
+                raise ConfigError(f'checkpoint={self.checkpoint!r} is invalid ({exc.reason}): '
+                                  f'expected None, a file path or {SPEC_FORM}, e.g. '
+                                  f'{SPEC_EXAMPLE}') from exc
         _require(self.model_config is None or (isinstance(self.model_config, str)
                                                and self.model_config != ''),
                  'model_config', self.model_config, 'None or a JSON file path')

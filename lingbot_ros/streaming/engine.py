@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from lingbot_ros.model.config import ConfigError, ModelConfig
+from lingbot_ros.model.hub import HubError, resolve_checkpoint, ResolvedCheckpoint
 from lingbot_ros.streaming.caches import CacheFactory, paged_cache_factory
 from lingbot_ros.streaming.config import EngineConfig, StreamConfig
 from lingbot_ros.streaming.session import Prepared, Session, SessionContext
@@ -92,9 +93,11 @@ class Engine:
 
     def __init__(self, model: Any, model_config: ModelConfig, device: torch.device,
                  dtype: torch.dtype, backend: str, description: str,
-                 cache_factory: Optional[CacheFactory] = None, cuda_graphs: bool = False
-                 ) -> None:
+                 cache_factory: Optional[CacheFactory] = None, cuda_graphs: bool = False,
+                 checkpoint: Optional[ResolvedCheckpoint] = None) -> None:
         self.model = model
+        # the weights' file, its sha256 and the spec it came from; None: random weights
+        self.checkpoint = checkpoint
         self.model_config = model_config
         self.device = device
         self.dtype = dtype
@@ -117,6 +120,8 @@ class Engine:
 
         ``dtype`` other than float32 keeps the weights in float32 and runs the
         aggregator under autocast in that dtype (heads in float32), as the reference.
+        An ``hf://`` checkpoint is resolved through the Hugging Face cache first; the file
+        read and its sha256 end up in ``engine.checkpoint``.
         """
         from lingbot_ros.model.checkpoint import CheckpointError, load_model
         cfg = cfg.validate()
@@ -128,10 +133,15 @@ class Engine:
         dtype = _DTYPES[cfg.dtype]
         backend, backend_reason = _resolve_backend(cfg.attention_backend, device, dtype,
                                                    model_cfg)
-        if cfg.checkpoint is not None and not Path(cfg.checkpoint).is_file():
-            raise EngineError(f'checkpoint {cfg.checkpoint}: no such file')
+        resolved = None
+        if cfg.checkpoint is not None:
+            try:
+                resolved = resolve_checkpoint(cfg.checkpoint)
+            except HubError as exc:
+                raise EngineError(str(exc)) from exc
         try:
-            model = load_model(model_cfg, cfg.checkpoint, device=device, dtype=torch.float32,
+            model = load_model(model_cfg, None if resolved is None else resolved.path,
+                               device=device, dtype=torch.float32,
                                seed=cfg.seed,
                                autocast_dtype=None if dtype == torch.float32 else dtype)
         except CheckpointError as exc:
@@ -143,7 +153,7 @@ class Engine:
         else:
             description = str(cfg.checkpoint)
         engine = cls(model, model_cfg, device, dtype, backend, description,
-                     cuda_graphs=cfg.cuda_graphs)
+                     cuda_graphs=cfg.cuda_graphs, checkpoint=resolved)
         engine.backend_reason = backend_reason
         return engine
 
