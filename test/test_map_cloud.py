@@ -388,6 +388,21 @@ def test_property_the_bound_always_holds(seed, max_points, sizes):
 # --- configuration -----------------------------------------------------------------------
 
 
+def test_set_config_applies_at_runtime():
+    cloud = MapCloud(MapCloudConfig(voxel_size=1.0, max_points=10))
+    for i in range(6):
+        cloud.add_points([[i + 0.5, 0.5, 0.5]], None, [1.0])
+    assert cloud.set_config(cloud.config.replace(decimation=2, max_points=20)) == 0
+    assert cloud.config.decimation == 2 and len(cloud) == 6
+    assert cloud.set_config(cloud.config.replace(max_points=4)) == 2  # the two oldest
+    assert set(_by_voxel(cloud, 1.0)) == {(i, 0, 0) for i in range(2, 6)}
+    assert cloud.dropped_points == 2
+    cloud.add_points([[0.5, 0.5, 0.5]], None, [1.0])
+    assert len(cloud) == 4 and (0, 0, 0) in _by_voxel(cloud, 1.0)
+    assert cloud.set_config(cloud.config.replace(voxel_size=0.5)) == 4
+    assert len(cloud) == 0 and cloud.config.voxel_size == 0.5
+
+
 @pytest.mark.parametrize('field,value', [
     ('voxel_size', 0), ('voxel_size', -0.1), ('voxel_size', float('nan')),
     ('voxel_size', True), ('max_points', 0), ('max_points', 2.5), ('max_points', 10**9),

@@ -307,6 +307,26 @@ class MapCloud:
         xyz = (live[:, :3].view(np.float64) / live[:, _COUNT, None]).astype(np.float32)
         return MapPoints(xyz, *_unpack_attrs(live[:, _ATTRS])[::-1])
 
+    def set_config(self, config: MapCloudConfig) -> int:
+        """
+        Apply a new configuration from the next keyframe on; return the voxels it dropped.
+
+        For runtime parameter changes. The filters (decimation, confidences) only affect
+        later keyframes. A smaller ``max_points`` drops the least recently observed voxels
+        now; a different ``voxel_size`` restarts the cloud (counters too, the epoch kept),
+        since the stored voxels no longer fit the grid: the return value counts them all.
+        """
+        config = config.validate()
+        if config.voxel_size != self.config.voxel_size:
+            held = self._live
+            self.config = config
+            epoch = self._epoch
+            self._reset()
+            self._epoch = epoch
+            return held
+        self.config = config
+        return self._evict(self._live - config.max_points)
+
     def clear(self) -> None:
         """Drop every point and restart the counters (the next frame sets the epoch)."""
         self._epoch = None
