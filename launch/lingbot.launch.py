@@ -13,19 +13,21 @@
 # limitations under the License.
 
 """
-Start lingbot_node with a parameter file; the arguments are what a robot user changes.
+Start lingbot_node as a managed (lifecycle) node with a parameter file.
 
 ``ros2 launch lingbot_ros lingbot.launch.py image_topic:=/camera/color/image_raw``.
-The node configures and activates itself (parameter ``autostart``).
+By default the node configures and activates itself (``autostart:=true``); with
+``autostart:=false`` it waits in ``unconfigured`` for a lifecycle manager (nav2's, or
+``ros2 lifecycle set``). The package's share directory is found when the launch runs
+(``FindPackageShare``), not when this file is imported.
 """
 
-import os
-
-from ament_index_python.packages import get_package_share_directory
 from launch import LaunchDescription
 from launch.actions import DeclareLaunchArgument
-from launch.substitutions import LaunchConfiguration
-from launch_ros.actions import Node
+from launch.substitutions import LaunchConfiguration, PathJoinSubstitution
+from launch_ros.actions import LifecycleNode
+from launch_ros.parameter_descriptions import ParameterValue
+from launch_ros.substitutions import FindPackageShare
 
 PACKAGE = 'lingbot_ros'
 EXECUTABLE = 'lingbot_node'
@@ -33,8 +35,8 @@ PARAMS_FILE = 'lingbot.yaml'
 
 
 def generate_launch_description() -> LaunchDescription:
-    """Describe the arguments and the one node."""
-    default_params = os.path.join(get_package_share_directory(PACKAGE), 'config', PARAMS_FILE)
+    """Describe the arguments and the one lifecycle node."""
+    default_params = PathJoinSubstitution([FindPackageShare(PACKAGE), 'config', PARAMS_FILE])
     arguments = [
         DeclareLaunchArgument('params_file', default_value=default_params,
                               description='YAML file with the lingbot_node parameters '
@@ -44,21 +46,26 @@ def generate_launch_description() -> LaunchDescription:
         DeclareLaunchArgument('image_topic', default_value='image',
                               description='Camera image topic, remapped onto the node input '
                                           '"image" (one camera; list several in '
-                                          'camera_topics instead).'),
+                                          'camera_topics instead). With input_transport '
+                                          'compressed the node reads <image_topic>/compressed.'),
+        DeclareLaunchArgument('autostart', default_value='true',
+                              description='Configure and activate on start; false leaves the '
+                                          'node unconfigured for a lifecycle manager.'),
         DeclareLaunchArgument('use_sim_time', default_value='false',
                               description='Use /clock (true when playing a bag with --clock).'),
         DeclareLaunchArgument('log_level', default_value='info',
                               description='Logger level: debug, info, warn, error or fatal.'),
     ]
-    node = Node(
+    node = LifecycleNode(
         package=PACKAGE,
         executable=EXECUTABLE,
         name=EXECUTABLE,
         namespace=LaunchConfiguration('namespace'),
         output='screen',
         emulate_tty=True,
-        parameters=[LaunchConfiguration('params_file'),
-                    {'use_sim_time': LaunchConfiguration('use_sim_time')}],
+        parameters=[LaunchConfiguration('params_file'), {
+            'use_sim_time': ParameterValue(LaunchConfiguration('use_sim_time'), value_type=bool),
+            'autostart': ParameterValue(LaunchConfiguration('autostart'), value_type=bool)}],
         remappings=[('image', LaunchConfiguration('image_topic'))],
         arguments=['--ros-args', '--log-level', LaunchConfiguration('log_level')],
     )

@@ -14,7 +14,11 @@
 
 """Shared test helpers: the repository root and a per-module DDS domain."""
 
+import os
 from pathlib import Path
+import shutil
+import sys
+from typing import Optional
 
 import pytest
 
@@ -24,3 +28,55 @@ ROOT = Path(__file__).resolve().parents[1]
 @pytest.fixture(scope='session')
 def repo_root() -> Path:
     return ROOT
+
+
+def node_executable() -> Path:
+    """Return the ``lingbot_node`` script of this interpreter's environment."""
+    return Path(sys.executable).with_name('lingbot_node')
+
+
+def dds_env(domain: int, **extra: str) -> dict:
+    """Return a child process's environment: loopback-only DDS in the test's own domain."""
+    env = dict(os.environ, ROS_AUTOMATIC_DISCOVERY_RANGE='LOCALHOST',
+               ROS_DOMAIN_ID=str(domain), PYTHONUNBUFFERED='1', **extra)
+    env.pop('ROS_STATIC_PEERS', None)
+    return env
+
+
+def installed_share() -> Optional[Path]:
+    """Return the share directory of an installed lingbot_ros (colcon), or None."""
+    try:
+        from ament_index_python.packages import get_package_share_directory
+        return Path(get_package_share_directory('lingbot_ros'))
+    except Exception:  # noqa: BLE001 (not installed, or no ament_index_python)
+        return None
+
+
+@pytest.fixture(scope='session')
+def ament_env(tmp_path_factory) -> dict:
+    """
+    Return an environment in which ``ros2 launch lingbot_ros ...`` finds this package.
+
+    After ``colcon build`` and ``source install/setup.bash`` the package is in the ament
+    index already. Otherwise (a pip install, pytest run by hand) a throw-away install
+    prefix is laid out the way colcon lays it out, pointing at this checkout's files and
+    running this interpreter, and put in front of AMENT_PREFIX_PATH.
+    """
+    if installed_share() is not None:
+        return dict(os.environ)
+    prefix = tmp_path_factory.mktemp('ament_prefix')
+    index = prefix / 'share' / 'ament_index' / 'resource_index' / 'packages'
+    index.mkdir(parents=True)
+    (index / 'lingbot_ros').write_text('')
+    share = prefix / 'share' / 'lingbot_ros'
+    share.mkdir(parents=True)
+    shutil.copy2(ROOT / 'package.xml', share)
+    for name in ('launch', 'config'):  # copies: ros2 launch's os.walk skips linked folders
+        shutil.copytree(ROOT / name, share / name)
+    lib = prefix / 'lib' / 'lingbot_ros'
+    lib.mkdir(parents=True)
+    exe = lib / 'lingbot_node'
+    exe.write_text(f'#!/bin/sh\nexec "{sys.executable}" -m lingbot_ros.ros.node "$@"\n')
+    exe.chmod(0o755)
+    paths = [str(prefix)] + [p for p in os.environ.get('AMENT_PREFIX_PATH', '').split(':') if p]
+    return dict(os.environ, AMENT_PREFIX_PATH=':'.join(paths))

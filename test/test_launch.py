@@ -13,31 +13,43 @@
 # limitations under the License.
 
 """
-The launch file and the executable as launch_ros starts it.
+The launch file, and the executable as launch_ros starts it.
 
-launch_ros is not installable here: the launch file is checked by parsing it, and the
-node is started with exactly the command line launch_ros builds from it. Where
-launch_ros is installed, the launch file itself is loaded and described too.
+Everywhere: the launch file is parsed and the node is started with exactly the command
+line launch_ros builds from it. Where launch_ros and ros2cli are installed (a ROS 2
+distro, or ../shared/ros-distro), the launch file is loaded and really run with
+``ros2 launch``: the node comes up as a lifecycle node, active by default, or waiting
+for a lifecycle manager with ``autostart:=false``.
 """
 
 import ast
 import os
 from pathlib import Path
+import shutil
 import signal
 import subprocess
 import sys
 
+from conftest import dds_env, node_executable
 from diagnostic_msgs.msg import DiagnosticArray
-from lifecycle_msgs.msg import State
-from lifecycle_msgs.srv import GetState
+from lifecycle_msgs.msg import State, Transition
+from lifecycle_msgs.srv import ChangeState, GetState
 from lingbot_ros.ros.probe import Probe, status_of
 import pytest
 
 DOMAIN = 52
 ROOT = Path(__file__).resolve().parents[1]
 LAUNCH = ROOT / 'launch' / 'lingbot.launch.py'
-EXE = Path(sys.executable).with_name('lingbot_node')
-ARGUMENTS = {'params_file', 'namespace', 'image_topic', 'use_sim_time', 'log_level'}
+EXE = node_executable()
+ARGUMENTS = {'params_file', 'namespace', 'image_topic', 'autostart', 'use_sim_time',
+             'log_level'}
+FAST = """
+/**:
+  ros__parameters:
+    image_size: 56
+    scale_frames: 2
+    diagnostics_period: 0.2
+"""
 
 
 def _calls(tree, name):
@@ -53,7 +65,7 @@ def _constants(tree):
     return out
 
 
-def test_launch_file_declares_described_arguments_and_the_installed_node():
+def test_launch_file_declares_described_arguments_and_a_lifecycle_node():
     tree = ast.parse(LAUNCH.read_text())
     assert any(isinstance(n, ast.FunctionDef) and n.name == 'generate_launch_description'
                for n in tree.body)
@@ -68,7 +80,8 @@ def test_launch_file_declares_described_arguments_and_the_installed_node():
     assert set(declared) == ARGUMENTS
     assert all(len(t) > 15 for t in declared.values())
     consts = _constants(tree)
-    (node,) = _calls(tree, 'Node')
+    (node,) = _calls(tree, 'LifecycleNode')
+    assert not _calls(tree, 'Node')
     kw = {k.arg: k.value for k in node.keywords}
     assert consts[kw['package'].id] == 'lingbot_ros'
     executable = consts[kw['executable'].id]
@@ -78,37 +91,116 @@ def test_launch_file_declares_described_arguments_and_the_installed_node():
     assert "glob('config/*.yaml')" in setup and "glob('launch/*.launch.py')" in setup
     remaps = ast.unparse(kw['remappings'])
     assert "'image'" in remaps and 'image_topic' in remaps
-    assert 'use_sim_time' in ast.unparse(kw['parameters'])
+    parameters = ast.unparse(kw['parameters'])
+    assert 'use_sim_time' in parameters and "'autostart'" in parameters
+    # the share directory is a substitution resolved at launch time, not at import
+    assert _calls(tree, 'FindPackageShare') and not _calls(tree, 'get_package_share_directory')
 
 
-def _launch_ros_available():
+def _has(*modules):
     try:
-        import launch  # noqa: F401
-        import launch_ros  # noqa: F401
-        from launch import LaunchDescription  # noqa: F401
+        for m in modules:
+            __import__(m)
     except ImportError:
         return False
     return True
 
 
-@pytest.mark.skipif(not _launch_ros_available(),
-                    reason='launch / launch_ros are not installed (not on PyPI); '
-                           'they come with a ROS 2 distribution')
-def test_launch_file_loads_with_launch_ros():
+NEEDS_LAUNCH = pytest.mark.skipif(
+    not _has('launch', 'launch_ros'),
+    reason='launch / launch_ros are not installed (not on PyPI; they come with a ROS 2 '
+           'distribution; ../shared/ros-distro builds them)')
+ROS2 = shutil.which('ros2', path=str(Path(sys.executable).parent)) or shutil.which('ros2')
+NEEDS_ROS2 = pytest.mark.skipif(
+    ROS2 is None or not _has('launch', 'launch_ros', 'ros2launch'),
+    reason='ros2 launch is not installed (ros2cli and ros2launch come with a ROS 2 '
+           'distribution; ../shared/ros-distro builds them)')
+
+
+@NEEDS_LAUNCH
+def test_launch_file_loads_without_the_package_installed():
     import importlib.util
     from launch import LaunchDescription
+    from launch_ros.actions import LifecycleNode
     spec = importlib.util.spec_from_file_location('lingbot_launch', LAUNCH)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    desc = module.generate_launch_description()
+    desc = module.generate_launch_description()  # no ament index lookup happens here
     assert isinstance(desc, LaunchDescription)
-    names = {a.name for a in desc.get_launch_arguments()}
-    assert names == ARGUMENTS
+    assert {a.name for a in desc.get_launch_arguments()} == ARGUMENTS
+    assert [type(e) for e in desc.entities if isinstance(e, LifecycleNode)] == [LifecycleNode]
 
 
-def _env():
-    return dict(os.environ, ROS_AUTOMATIC_DISCOVERY_RANGE='LOCALHOST',
-                ROS_DOMAIN_ID=str(DOMAIN), PYTHONUNBUFFERED='1')
+def _launch(ament_env, tmp_path, *args):
+    params = tmp_path / 'fast.yaml'
+    params.write_text(FAST)
+    keep = ('AMENT_PREFIX_PATH', 'PATH', 'PYTHONPATH')
+    env = dds_env(DOMAIN, **{k: v for k, v in ament_env.items() if k in keep})
+    log = open(tmp_path / 'launch.log', 'w+')
+    proc = subprocess.Popen([ROS2, 'launch', 'lingbot_ros', 'lingbot.launch.py',
+                             f'params_file:={params}', *args],
+                            env=env, stdout=log, stderr=subprocess.STDOUT,
+                            start_new_session=True)
+    return proc, log
+
+
+def _state(probe, node, timeout=60):
+    res = probe.call(GetState, f'{node}/get_state', GetState.Request(), timeout)
+    return res and res.current_state.id
+
+
+def _stop(proc, log):
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGINT)
+    try:
+        rc = proc.wait(40)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        rc = proc.wait(10)
+    return rc
+
+
+@NEEDS_ROS2
+def test_ros2_launch_starts_an_active_lifecycle_node(ament_env, tmp_path):
+    proc, log = _launch(ament_env, tmp_path, 'namespace:=robot',
+                        'image_topic:=/robot/camera/image_raw')
+    os.environ['ROS_AUTOMATIC_DISCOVERY_RANGE'] = 'LOCALHOST'
+    probe = Probe('launch_probe', domain_id=DOMAIN)
+    try:
+        diags = probe.collect(DiagnosticArray, '/diagnostics')
+        assert probe.spin_until(lambda: _state(probe, '/robot/lingbot_node', 5)
+                                == State.PRIMARY_STATE_ACTIVE, 120), _read(log)
+        assert probe.spin_until(lambda: _last_active(diags) is not None, 20)
+        cam = status_of(_last_active(diags), 'lingbot_ros: camera camera')
+        assert cam[2]['topic'] == '/robot/camera/image_raw'  # the resolved, remapped name
+        topics = dict(probe.node.get_topic_names_and_types())
+        assert 'sensor_msgs/msg/Image' in topics.get('/robot/camera/image_raw', [])
+        assert '/robot/lingbot_node/transition_event' in topics  # a managed node
+    finally:
+        rc = _stop(proc, log)
+        probe.close()
+    assert rc == 0, _read(log)
+
+
+@NEEDS_ROS2
+def test_ros2_launch_autostart_false_waits_for_a_lifecycle_manager(ament_env, tmp_path):
+    proc, log = _launch(ament_env, tmp_path, 'autostart:=false')
+    os.environ['ROS_AUTOMATIC_DISCOVERY_RANGE'] = 'LOCALHOST'
+    probe = Probe('manager_probe', domain_id=DOMAIN)
+    try:
+        assert _state(probe, '/lingbot_node', 120) == State.PRIMARY_STATE_UNCONFIGURED, \
+            _read(log)
+        probe.spin_for(1.0)  # it stays there on its own
+        assert _state(probe, '/lingbot_node') == State.PRIMARY_STATE_UNCONFIGURED
+        for transition in (Transition.TRANSITION_CONFIGURE, Transition.TRANSITION_ACTIVATE):
+            req = ChangeState.Request(transition=Transition(id=transition))
+            res = probe.call(ChangeState, '/lingbot_node/change_state', req, 120)
+            assert res is not None and res.success, _read(log)
+        assert _state(probe, '/lingbot_node') == State.PRIMARY_STATE_ACTIVE
+    finally:
+        rc = _stop(proc, log)
+        probe.close()
+    assert rc == 0, _read(log)
 
 
 def test_executable_starts_as_launch_ros_starts_it(tmp_path):
@@ -116,9 +208,10 @@ def test_executable_starts_as_launch_ros_starts_it(tmp_path):
     # namespace:=robot image_topic:=/robot/camera/image_raw`
     cmd = [str(EXE), '--ros-args', '--log-level', 'info', '-r', '__node:=lingbot_node',
            '-r', '__ns:=/robot', '--params-file', str(ROOT / 'config' / 'lingbot.yaml'),
-           '-p', 'use_sim_time:=false', '-r', 'image:=/robot/camera/image_raw']
+           '-p', 'use_sim_time:=false', '-p', 'autostart:=true',
+           '-r', 'image:=/robot/camera/image_raw']
     log = open(tmp_path / 'node.log', 'w+')
-    proc = subprocess.Popen(cmd, env=_env(), stdout=log, stderr=subprocess.STDOUT,
+    proc = subprocess.Popen(cmd, env=dds_env(DOMAIN), stdout=log, stderr=subprocess.STDOUT,
                             start_new_session=True)
     os.environ['ROS_AUTOMATIC_DISCOVERY_RANGE'] = 'LOCALHOST'
     probe = Probe('launch_probe', domain_id=DOMAIN)
@@ -126,16 +219,14 @@ def test_executable_starts_as_launch_ros_starts_it(tmp_path):
         diags = probe.collect(DiagnosticArray, '/diagnostics')
         state = None
         for _ in range(3):
-            res = probe.call(GetState, '/robot/lingbot_node/get_state', GetState.Request(), 60)
-            state = res and res.current_state.id
+            state = _state(probe, '/robot/lingbot_node')
             if state == State.PRIMARY_STATE_ACTIVE:
                 break
             probe.spin_for(2.0)
         assert state == State.PRIMARY_STATE_ACTIVE, _read(log)
-        assert probe.spin_until(lambda: any(status_of(d, 'lingbot_ros: node') for d in diags),
-                                20)
-        node = [status_of(d, 'lingbot_ros: node') for d in diags][-1]
-        assert node[2]['state'] == 'active' and 'random weights' in node[2]['model']
+        assert probe.spin_until(lambda: _last_active(diags) is not None, 20)
+        node = status_of(_last_active(diags), 'lingbot_ros: node')
+        assert 'random weights' in node[2]['model']
         topics = dict(probe.node.get_topic_names_and_types())
         assert 'sensor_msgs/msg/Image' in topics.get('/robot/camera/image_raw', [])
         assert '/robot/lingbot_node/pose' in topics
@@ -148,28 +239,16 @@ def test_executable_starts_as_launch_ros_starts_it(tmp_path):
     assert rc == 0, _read(log)  # a clean shutdown on SIGINT
 
 
+def _last_active(diags):
+    """Return the newest diagnostics array whose node status says 'active'."""
+    for d in reversed(diags):
+        node = status_of(d, 'lingbot_ros: node')
+        if node is not None and node[2]['state'] == 'active':
+            return d
+    return None
+
+
 def _read(log):
     log.flush()
     log.seek(0)
     return log.read()
-
-
-def test_missing_checkpoint_fails_configure_with_path_and_reason():
-    missing = '/nonexistent/lingbot_map.pt'
-    proc = subprocess.run([str(EXE), '--ros-args', '-p', f'checkpoint:={missing}',
-                           '-r', '__node:=lingbot_missing'], env=_env(),
-                          capture_output=True, text=True, timeout=120)
-    out = proc.stdout + proc.stderr
-    assert proc.returncode == 1
-    assert missing in out and 'no such file' in out and 'configure failed' in out
-
-
-def test_invalid_parameter_file_value_fails_with_the_parameter_named(tmp_path):
-    bad = tmp_path / 'bad.yaml'
-    bad.write_text('/**:\n  ros__parameters:\n    keyframe_mode: sometimes\n')
-    proc = subprocess.run([str(EXE), '--ros-args', '--params-file', str(bad),
-                           '-r', '__node:=lingbot_badparam'], env=_env(),
-                          capture_output=True, text=True, timeout=120)
-    out = proc.stdout + proc.stderr
-    assert proc.returncode == 1
-    assert "keyframe_mode='sometimes' is invalid" in out and "'flow'" in out
