@@ -52,6 +52,12 @@ class Probe:
         self.node.create_subscription(msg_type, topic, box.append, qos)
         return box
 
+    def wait_for_publishers(self, topic: str, count: int = 1, timeout: float = 30.0) -> bool:
+        """Spin until this probe's subscription(s) on ``topic`` matched ``count`` publishers."""
+        subs = [s for s in self.node.subscriptions if s.topic_name == topic]
+        return bool(subs) and self.spin_until(
+            lambda: all(s.get_publisher_count() >= count for s in subs), timeout)
+
     def publisher(self, msg_type: Any, topic: str, qos: QoSProfile = RELIABLE) -> Any:
         return self.node.create_publisher(msg_type, topic, qos)
 

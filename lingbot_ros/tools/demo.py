@@ -142,6 +142,11 @@ def main(argv: Optional[list] = None) -> int:
     try:
         print('starting:', ' '.join(node_cmd), flush=True)
         procs.append(subprocess.Popen(node_cmd, start_new_session=True))
+        # Poses published before our subscription has matched the node's publisher would
+        # be lost (volatile QoS): start the player only once it has.
+        if not probe.wait_for_publishers(f'/{NODE}/pose', 1, args.timeout):
+            print(f'lingbot_node published no /{NODE}/pose within {args.timeout:.0f} s',
+                  file=sys.stderr)
         print('starting:', ' '.join(play_cmd), flush=True)
         procs.append(subprocess.Popen(play_cmd, start_new_session=True))
         shown, seen_diag, deadline = 0, 0, time.monotonic() + args.timeout
