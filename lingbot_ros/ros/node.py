@@ -379,8 +379,9 @@ class LingbotNode(LifecycleNode):
         self.info.state = NodeState.INACTIVE
         return SUCCESS
 
-    def _stop_streaming(self, wait: float = STOP_WAIT_S) -> None:
+    def _stop_streaming(self, wait: Optional[float] = None) -> None:
         """Unsubscribe, stop the worker, then destroy its publishers (never before)."""
+        wait = STOP_WAIT_S if wait is None else wait
         for sub in self._subs:
             self.destroy_subscription(sub)
         self._subs = []
@@ -711,11 +712,14 @@ def main(args: Optional[list] = None) -> int:
     """Entry point of ``lingbot_node``: spin, auto configure + activate by default."""
     from rclpy.utilities import remove_ros_args
     argv = list(sys.argv if args is None else args)
-    usage().parse_args(remove_ros_args(argv)[1:])  # --help prints and exits here
     try:
+        own = remove_ros_args(argv)[1:]
+        if own:
+            usage().parse_args(own)  # --help prints and exits here; unknown flags too
         rclpy.init(args=argv)
     except Exception as exc:  # noqa: BLE001 (a broken parameter file, a bad remap rule)
-        text = ' '.join(str(exc).split())
+        # rcl appends the C source location of the parser ("at /project/src/..."): drop it
+        text = ' '.join(str(exc).split()).split(', at /')[0]
         print(f'lingbot_node: cannot start: {text}', file=sys.stderr)
         return 2
     node = LingbotNode()

@@ -333,7 +333,8 @@ def check_one(name: str, value: Any) -> Any:
         or (spec.check is not None and not spec.check(value))
     )
     if bad:
-        raise ParamError(f'{name}={value!r} is invalid: expected {spec.allowed}')
+        shown = list(value) if isinstance(value, tuple) else value  # as the YAML wrote it
+        raise ParamError(f'{name}={shown!r} is invalid: expected {spec.allowed}')
     return value
 
 

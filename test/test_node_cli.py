@@ -1,0 +1,110 @@
+# Copyright 2026 The lingbot_ros Authors
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+What a person types at lingbot_node, and the one line they get back.
+
+Each case starts the real executable in its own process (loopback DDS, a domain of its
+own) and reads its output and exit code: bad YAML, bad values, empty lists, unknown keys,
+whole numbers for floats, --help, and checkpoint files that are not checkpoints.
+"""
+
+import subprocess
+
+from conftest import dds_env, node_executable
+import pytest
+
+DOMAIN = 57
+EXE = node_executable()
+
+
+def _run(*args, timeout=120):
+    proc = subprocess.run([str(EXE), *args], env=dds_env(DOMAIN), capture_output=True,
+                          text=True, timeout=timeout)
+    return proc.returncode, proc.stdout + proc.stderr
+
+
+def _yaml(tmp_path, body, name='params.yaml'):
+    path = tmp_path / name
+    path.write_text('/**:\n  ros__parameters:\n' + body)
+    return path
+
+
+def test_help_prints_usage_and_starts_no_node():
+    rc, out = _run('--help', timeout=60)
+    assert rc == 0
+    assert out.startswith('usage: lingbot_node') and '--ros-args' in out
+    assert 'sliding_window' in out and 'config/lingbot.yaml' in out
+    assert '[INFO]' not in out  # no node came up
+
+
+def test_broken_yaml_is_one_line(tmp_path):
+    bad = tmp_path / 'broken.yaml'
+    bad.write_text('/**:\n  ros__parameters:\n    camera_topics: [a\n  b: : :\n')
+    rc, out = _run('--ros-args', '--params-file', str(bad))
+    lines = [line for line in out.splitlines() if line.strip()]
+    assert rc == 2 and len(lines) == 1, out
+    assert lines[0].startswith('lingbot_node: cannot start:') and 'broken.yaml' in lines[0]
+    assert 'Traceback' not in out
+
+
+def test_missing_checkpoint_fails_configure_with_path_and_reason():
+    missing = '/nonexistent/lingbot_map.pt'
+    rc, out = _run('--ros-args', '-p', f'checkpoint:={missing}', '-r',
+                   '__node:=lingbot_missing')
+    assert rc == 1
+    assert missing in out and 'no such file' in out and 'configure failed' in out
+
+
+@pytest.mark.parametrize('content,says', [
+    (b'not a checkpoint, just some notes\n', 'text file'),
+    (b'', 'empty file'),
+    (b'version https://git-lfs.github.com/spec/v1\noid sha256:' + b'ab' * 32
+     + b'\nsize 4621277300\n', 'git lfs pull'),
+])
+def test_a_file_that_is_not_a_checkpoint_is_named_in_one_line(tmp_path, content, says):
+    fake = tmp_path / 'lingbot_map.pt'
+    fake.write_bytes(content)
+    rc, out = _run('--ros-args', '-p', f'checkpoint:={fake}', '-r', '__node:=lingbot_fake')
+    assert rc == 1 and 'Traceback' not in out, out
+    (line,) = [line for line in out.splitlines() if str(fake) in line]
+    assert 'configure failed: cannot load the model: checkpoint' in line
+    assert says in line.lower()
+
+
+def test_invalid_parameter_file_value_fails_with_the_parameter_named(tmp_path):
+    bad = _yaml(tmp_path, '    keyframe_mode: sometimes\n')
+    rc, out = _run('--ros-args', '--params-file', str(bad), '-r', '__node:=lingbot_badparam')
+    assert rc == 1
+    assert "keyframe_mode='sometimes' is invalid" in out and "'flow'" in out
+
+
+def test_an_empty_camera_topics_list_is_refused_as_the_yaml_says(tmp_path):
+    bad = _yaml(tmp_path, '    camera_topics: []\n')
+    rc, out = _run('--ros-args', '--params-file', str(bad), '-r', '__node:=lingbot_empty')
+    assert rc == 1 and 'Traceback' not in out
+    assert 'camera_topics=[] is invalid: expected a non-empty list' in out
+
+
+def test_whole_numbers_for_floats_and_unknown_keys(tmp_path):
+    # stall_error_s is a float; 5 is what people write. sliding_windw is a typo. Both fine
+    # to start with: the value is taken, the typo gets a WARN that names it. --help-like
+    # quick exit: a checkpoint that does not exist stops it right after the parameters.
+    params = _yaml(tmp_path, '    stall_error_s: 5\n    path_period: 1\n'
+                             '    sliding_windw: 32\n    camera_names: []\n')
+    rc, out = _run('--ros-args', '--params-file', str(params), '-p',
+                   'checkpoint:=/nonexistent/x.pt', '-r', '__node:=lingbot_lenient')
+    assert 'stall_error_s' not in out, out  # no type error
+    assert "unknown parameter 'sliding_windw' ignored (did you mean 'sliding_window'?)" in out
+    assert rc == 1 and 'no such file' in out  # it got as far as loading the model
