@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.lingbot_ros-installed
 
-.PHONY: venv demo test lint clean
+.PHONY: venv demo test test-distro lint clean
 
 venv: $(STAMP)
 
@@ -19,5 +19,10 @@ demo: venv
 test: venv
 	$(PY) -m pytest -q -ra
 
+# The same suite the way a robot runs it: ROS 2 distro pieces (../shared/ros-distro),
+# colcon build, colcon test, colcon test-result; fails when a test fails or none ran.
+test-distro:
+	.ci/test-distro
+
 clean:
-	rm -rf $(VENV) build install log *.egg-info
+	rm -rf $(VENV) .venv-ros build install log *.egg-info
