@@ -187,3 +187,26 @@ def point_cloud(result: FrameResult, pose_map: np.ndarray, frame: str, decimatio
                       point_step=16, row_step=16 * len(z), is_dense=True)
     msg.data = rec.tobytes()
     return msg
+
+
+_MAP_FIELDS = _POINT_FIELDS + [PointField(name='confidence', offset=16,
+                                          datatype=PointField.FLOAT32, count=1)]
+_MAP_DTYPE = np.dtype([('x', '<f4'), ('y', '<f4'), ('z', '<f4'), ('rgb', '<u4'),
+                       ('confidence', '<f4')])
+
+
+def map_cloud(xyz: np.ndarray, rgb: np.ndarray, confidence: np.ndarray, stamp: int,
+              frame: str) -> PointCloud2:
+    """Build the accumulated map's PointCloud2: xyz, packed rgb (as ~/points), confidence."""
+    n = int(xyz.shape[0])
+    rec = np.zeros(n, dtype=_MAP_DTYPE)
+    rec['x'], rec['y'], rec['z'] = xyz[:, 0], xyz[:, 1], xyz[:, 2]
+    c = np.asarray(rgb, dtype=np.uint32)
+    rec['rgb'] = (c[:, 0] << 16) | (c[:, 1] << 8) | c[:, 2]
+    rec['confidence'] = confidence
+    msg = PointCloud2(header=Header(stamp=stamp_msg(stamp), frame_id=frame), height=1,
+                      width=n, fields=_MAP_FIELDS, is_bigendian=False,
+                      point_step=_MAP_DTYPE.itemsize, row_step=_MAP_DTYPE.itemsize * n,
+                      is_dense=True)
+    msg.data = rec.tobytes()
+    return msg
