@@ -39,6 +39,7 @@ import numpy as np
 import pytest
 from rcl_interfaces.msg import Parameter, ParameterType, ParameterValue
 from rcl_interfaces.srv import GetParameters, SetParameters
+from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 from sensor_msgs.msg import CameraInfo, CompressedImage, Image, PointCloud2
 from std_srvs.srv import Trigger
 try:
@@ -63,6 +64,9 @@ OVERRIDES = """
     publish_points: true
     publish_depth: true
     path_period: 0.0
+    publish_map: true
+    map_period: 0.1
+    map_max_points: 200
     trajectory_dir: {traj}
 """
 CAMERA_KEYS = ('frames_received', 'frames_processed', 'frames_dropped', 'frames_rejected',
@@ -74,6 +78,8 @@ CAMERA_KEYS = ('frames_received', 'frames_processed', 'frames_dropped', 'frames_
 
 
 TOPICS = {RAW: '/dds/image', COMP: '/dds/cam/compressed', ENC: '/dds/enc'}
+KEPT = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE,
+                  durability=DurabilityPolicy.TRANSIENT_LOCAL)
 try:
     import tf2_ros  # noqa: F401
     HAVE_TF2 = True
@@ -117,6 +123,7 @@ def rig(tmp_path_factory):
            'enc': probe.publisher(Image, '/dds/enc'),
            'eposes': probe.collect(PoseStamped, f'/{ENC}/pose'),
            'tf': probe.collect(TFMessage, '/tf') if HAVE_TF2 else None,
+           'map': probe.collect(PointCloud2, f'/{RAW}/map_points', KEPT),
            'diag': probe.collect(DiagnosticArray, '/diagnostics')}
     # every publisher matched before anything is sent: nothing published is lost
     ok = all(probe.wait_for_subscribers(rig[k], 1, 90) for k in ('image', 'jpeg', 'enc')) \
@@ -218,6 +225,31 @@ def test_diagnostics_carry_the_fields_and_levels(rig):
     assert ('tf2_ros' in node[2]['missing_optional']) == (not HAVE_TF2)
     hw = [s.hardware_id for d in diags for s in d.status]
     assert hw and all(h == 'cpu' for h in hw[-3:])
+
+
+def test_the_accumulated_map_is_published_bounded_and_saved_as_ply(rig):
+    from lingbot_ros.streaming.ply import read_ply
+    probe = rig['probe']
+    assert probe.spin_until(lambda: rig['map'] and _stamp(rig['map'][-1]) == _stamp(
+        rig['poses'][-1]), 20)  # the last keyframe is in
+    cloud = rig['map'][-1]
+    assert [f.name for f in cloud.fields] == ['x', 'y', 'z', 'rgb', 'confidence']
+    assert cloud.header.frame_id == 'map' and 0 < cloud.width <= 200  # map_max_points
+    _, _, v = _camera(rig, RAW, after=True)
+    assert int(v['map_points']) == cloud.width and int(v['map_keyframes']) == 6
+    assert int(v['map_dropped_points']) > 0  # 6 keyframes give more than 200 voxels
+    res = probe.call(Trigger, f'/{RAW}/save_map', Trigger.Request())
+    assert res.success, res.message
+    files = res.message.replace('wrote ', '').split(', ')
+    (ply,) = [Path(f) for f in files if f.endswith('_map.ply')]
+    (tum,) = [Path(f) for f in files if f.endswith('.tum')]
+    xyz, rgb, conf = read_ply(ply)
+    assert xyz.shape == (cloud.width, 3) and rgb.shape == (cloud.width, 3)
+    rec = np.frombuffer(bytes(cloud.data), dtype=[('x', '<f4'), ('y', '<f4'), ('z', '<f4'),
+                                                  ('rgb', '<u4'), ('c', '<f4')])
+    np.testing.assert_array_equal(np.sort(xyz[:, 2]), np.sort(rec['z']))
+    np.testing.assert_array_equal(np.sort(conf), np.sort(rec['c']))
+    assert np.loadtxt(tum, ndmin=2).shape == (6, 8)
 
 
 @pytest.mark.skipif(not HAVE_TF2, reason='tf2_ros is not installed (it comes with a ROS 2 '

@@ -86,7 +86,10 @@ class FakeSession:
 
 class Sink:
     def __init__(self):
-        self.published, self.reports = [], []
+        self.published, self.reports, self.restarts = [], [], []
+
+    def map_restarted(self, cam):
+        self.restarts.append(cam.name)
 
     def publish(self, cam, result):
         self.published.append((cam.name, result.stamp_ns))
@@ -153,6 +156,7 @@ def test_non_finite_results_are_not_published_and_a_run_of_them_resets():
     assert cams[0].counters.rejected[Rejection.NAN_OUTPUT] == NAN_RESET_AFTER
     assert cams[0].session.resets == 1 and cams[0].counters.session_resets == 1
     assert any(r[1] == Event.SESSION_RESET for r in sink.reports)
+    assert sink.restarts == ['c0']  # the accumulated map starts over with the session
 
 
 def test_stamp_gate_and_pending_reset():
@@ -338,6 +342,7 @@ def test_a_new_map_from_the_session_clears_path_and_odometry():
     worker.process(_frame(0, 40))
     assert ('c0', Event.MAP_RESTART, Level.WARN) in sink.reports
     assert cam.counters.session_resets == 1 and len(cam.path) == 0
+    assert sink.restarts == ['c0']
     worker.process(_frame(0, 50))
     assert cam.counters.session_resets == 1  # same map: nothing more
 

@@ -58,6 +58,8 @@ class NodeInfo:
     converter: str = ''
     converter_notes: list = field(default_factory=list)
     unknown_parameters: list = field(default_factory=list)
+    checkpoint_file: str = 'none'
+    checkpoint_sha256: str = 'none'
     error: str = ''
 
     @property
@@ -121,7 +123,9 @@ def node_status(info: NodeInfo, cameras: list, diag: Optional[DiagParams] = None
     message = '; '.join(problems) if problems else \
         f'{info.state_text}, {len(cameras)} camera(s)'
     values = [('state', info.state_text), ('model', info.model),
-              ('random_weights', info.random_weights), ('device', info.device),
+              ('random_weights', info.random_weights),
+              ('checkpoint_file', info.checkpoint_file),
+              ('checkpoint_sha256', info.checkpoint_sha256), ('device', info.device),
               ('dtype', info.dtype), ('attention_backend', info.backend),
               ('cuda_graphs', info.cuda_graphs or 'n/a'),
               ('gpu_memory', gpu_memory(device)),
@@ -175,6 +179,11 @@ def _camera_status(cam: CameraStream, info: NodeInfo, diag: DiagParams,
         level = max(level, WARN)
         problems.append(f'{failed} output(s) failed to publish ('
                         + ', '.join(sorted(c.publish_failures)) + ')')
+    m = cam.map_counters
+    if m is not None and m.skipped_keyframes:
+        level = max(level, WARN)
+        problems.append(f'{m.skipped_keyframes} keyframe(s) not merged into the map (the map '
+                        'thread fell behind)')
     if c.received == 0:
         message = f'waiting for images on {cam.topic}'
     elif problems:
@@ -215,6 +224,11 @@ def _camera_status(cam: CameraStream, info: NodeInfo, diag: DiagParams,
         ('latency_ms_p99', _ms(c.latency_ms.percentile(99))),
         ('backend', info.backend), ('dtype', info.dtype), ('device', info.device),
     ]
+    if m is not None:
+        values += [('map_points', m.points), ('map_keyframes', m.keyframes),
+                   ('map_dropped_points', m.dropped_points),
+                   ('map_skipped_keyframes', m.skipped_keyframes),
+                   ('map_restarts', m.restarts)]
     return DiagnosticStatus(level=level,
                             name=CAMERA_STATUS.format(cam.name), message=message,
                             hardware_id=info.hardware_id, values=_kv(values))

@@ -48,11 +48,14 @@ from geometry_msgs.msg import PoseStamped
 from lingbot_ros.model.config import ConfigError
 from lingbot_ros.ros import diagnostics, messages
 from lingbot_ros.ros.convert import ImageConverter, ImageRejected
-from lingbot_ros.ros.params import (check_one, descriptor, engine_config, NodeParams,
-                                    ParamError, parse, SPEC, SPECS, stream_config, update)
+from lingbot_ros.ros.map_thread import MapThread
+from lingbot_ros.ros.params import (check_one, descriptor, engine_config, map_config,
+                                    NodeParams, ParamError, parse, SPEC, SPECS, stream_config,
+                                    update)
 from lingbot_ros.ros.reasons import Event, Level, Rejection, Topic
 from lingbot_ros.ros.worker import (CameraStream, Frame, FrameQueue, StampVerdict, Worker,
                                     WorkerBusy)
+from lingbot_ros.streaming.ply import write_ply
 from lingbot_ros.streaming.result import FrameResult
 from lingbot_ros.streaming.trajectory import write_npz, write_tum
 from nav_msgs.msg import Odometry, Path as PathMsg
@@ -63,7 +66,7 @@ from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
 from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
 from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
 from rclpy.parameter import Parameter
-from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
+from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
 from rclpy.task import Future
 from sensor_msgs.msg import CameraInfo, CompressedImage, Image, PointCloud2
 from std_msgs.msg import Header
@@ -73,7 +76,9 @@ NODE_NAME = 'lingbot_node'
 LOG_EVERY_S = 5.0          # throttle for per-camera problem lines
 STOP_WAIT_S = 30.0         # deactivate waits this long for the worker to leave its step
 RESET_WAIT_S = 60.0        # ~/reset answers 'still waiting' after this long
-EXECUTOR_THREADS = 4       # images, diagnostics, services, lifecycle / parameters
+EXECUTOR_THREADS = 4       # images, diagnostics and map, services, lifecycle / parameters
+MAP_TICK_S = 0.1           # how often the map timer looks whether map_period has passed
+SAVE_DRAIN_S = 10.0        # ~/save_map waits this long for queued keyframes to merge
 ROS_OWN_PARAMETERS = ('use_sim_time', 'start_type_description_service')
 SUCCESS = TransitionCallbackReturn.SUCCESS
 FAILURE = TransitionCallbackReturn.FAILURE
@@ -115,10 +120,16 @@ class _Outputs:
         self.depth = node.create_publisher(Image, prefix + 'depth', latest)
         self.points = node.create_publisher(PointCloud2, prefix + 'points', latest)
         self.camera_info = node.create_publisher(CameraInfo, prefix + 'camera_info', reliable)
+        # the map: the newest one stays for late joiners (RViz started after the node)
+        kept = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE,
+                          history=HistoryPolicy.KEEP_LAST,
+                          durability=DurabilityPolicy.TRANSIENT_LOCAL)
+        self.map_points = node.create_publisher(PointCloud2, prefix + 'map_points', kept)
+        self.map_sent = (-float('inf'), -1)  # (monotonic time, map version) last sent
 
     def destroy(self, node: 'LingbotNode') -> None:
         for pub in (self.pose, self.odom, self.path, self.depth, self.points,
-                    self.camera_info):
+                    self.camera_info, self.map_points):
             node.destroy_publisher(pub)
 
 
@@ -139,6 +150,8 @@ class LingbotNode(LifecycleNode):
         self.cameras: list = []
         self._queue: Optional[FrameQueue] = None
         self._worker: Optional[Worker] = None
+        self._maps: Optional[MapThread] = None
+        self._map_restarts: dict = {}  # camera index -> restarts already logged
         self._converter: Optional[ImageConverter] = None
         self._outputs: list = []
         self._retired: list = []   # outputs of a worker that was still in a step at deactivate
@@ -160,6 +173,9 @@ class LingbotNode(LifecycleNode):
         ok = isinstance(period, float) and SPEC['diagnostics_period'].low <= period <= 60.0
         self._diag_timer = self.create_timer(period if ok else 1.0, self._publish_diagnostics,
                                              callback_group=self._diag_group)
+        self._map_group = MutuallyExclusiveCallbackGroup()
+        self._map_timer = self.create_timer(MAP_TICK_S, self._publish_maps,
+                                            callback_group=self._map_group)
 
     # --- parameters ---------------------------------------------------------------------
 
@@ -250,6 +266,9 @@ class LingbotNode(LifecycleNode):
             self._stream_cfg = stream_config(self.params)
             for cam in self.cameras:
                 cam.counters.resize(self.params.diag.stats_window)
+            maps = map_config(self.params)
+        if self._maps is not None:
+            self._maps.set_config(maps)
         names = ', '.join(f'{p.name}={p.value!r}' for p in changed)
         self.get_logger().info(f'applied from the next frame: {names}')
 
@@ -288,15 +307,22 @@ class LingbotNode(LifecycleNode):
             cam.sliding_window = stream_cfg.sliding_window
         self._queue = FrameQueue(len(self.cameras), params.inputs.queue_size)
         self._worker = Worker(self.cameras, self._queue, self, self.current_stream_config)
+        self._maps = MapThread(len(self.cameras), map_config(params))
+        self._maps.start()
+        self._map_restarts = {}
         self._converter = ImageConverter(params.inputs.use_cv_bridge)
         self._fill_info(engine, engine_cfg)
         self._lb_services = [
             self.create_service(Trigger, '~/reset', self._on_reset,
                                 callback_group=self._service_group),
             self.create_service(Trigger, '~/save_trajectory', self._on_save,
+                                callback_group=self._service_group),
+            self.create_service(Trigger, '~/save_map', self._on_save_map,
                                 callback_group=self._service_group)]
         log.info(f'model: {engine.description} on {engine.device} ({self.info.dtype}, '
                  f'{engine.backend} attention); image conversion: {self._converter.backend}')
+        if engine.checkpoint is not None:
+            log.info(f'checkpoint: {engine.checkpoint.path} (sha256 {engine.checkpoint.sha256})')
         if self.info.random_weights:
             log.warning(f'NO CHECKPOINT: running {engine.description}. Poses and depth are '
                         'meaningless; set the checkpoint parameter to the released '
@@ -316,7 +342,9 @@ class LingbotNode(LifecycleNode):
         info = self.info
         info.error = ''
         info.model = engine.description
-        info.random_weights = 'random weights' in engine.description
+        info.random_weights = engine.checkpoint is None
+        info.checkpoint_file = str(engine.checkpoint.path) if engine.checkpoint else 'none'
+        info.checkpoint_sha256 = engine.checkpoint.sha256 if engine.checkpoint else 'none'
         info.device = str(engine.device)
         info.dtype = str(engine.dtype).replace('torch.', '')
         info.backend = engine.backend
@@ -412,6 +440,9 @@ class LingbotNode(LifecycleNode):
         for srv in self._lb_services:
             self.destroy_service(srv)
         self._lb_services = []
+        if self._maps is not None:
+            self._maps.stop()
+            self._maps = None
         if self._worker is None or not self._worker.alive:
             self._destroy_retired()
             self.cameras, self._worker, self._queue, self.engine = [], None, None, None
@@ -553,9 +584,17 @@ class LingbotNode(LifecycleNode):
             self._send(cam, 'points', lambda: pubs.points.publish(messages.point_cloud(
                 result, pose, map_frame, out.points_decimation, out.points_min_confidence,
                 out.points_confidence_percentile)))
+        if out.publish_map and result.is_keyframe and result.depth is not None \
+                and self._maps is not None:
+            self._maps.submit(cam.index, result, pose)  # merged by the map thread
         cam.previous = (stamp, pose)
         with cam.lock:
             cam.trajectory.append((stamp, pose))
+
+    def map_restarted(self, cam: CameraStream) -> None:
+        """Start the camera's accumulated map over, in order with its queued keyframes."""
+        if self._maps is not None:
+            self._maps.clear(cam.index)
 
     def _publish_path(self, cam: CameraStream, pubs: _Outputs, pose_msg: PoseStamped,
                       map_frame: str) -> None:
@@ -642,6 +681,75 @@ class LingbotNode(LifecycleNode):
             response.message += '; no poses yet for ' + ', '.join(empty)
         return response
 
+    def _on_save_map(self, request: Trigger.Request, response: Trigger.Response) -> Any:
+        """Write each camera's map (binary PLY) and trajectory (TUM) into trajectory_dir."""
+        maps, params = self._maps, self.params
+        if maps is None or params is None:
+            response.success, response.message = False, 'not configured: no map'
+            return response
+        if not params.outputs.publish_map:
+            response.success = False
+            response.message = 'publish_map is false: no map is accumulated (set it true)'
+            return response
+        maps.drain(SAVE_DRAIN_S)  # keyframes already handed over belong in the file
+        folder = Path(params.trajectory_dir)
+        written, empty = [], []
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            when = datetime.now().strftime('%Y%m%d-%H%M%S')
+            for cam in self.cameras:
+                points, _ = maps.snapshot(cam.index)
+                if points.xyz.shape[0] == 0:
+                    empty.append(cam.name)
+                    continue
+                base = folder / f'{cam.name}_{when}'
+                ply = base.with_name(base.name + '_map.ply')
+                write_ply(ply, points.xyz, points.rgb, points.confidence)
+                written.append(str(ply))
+                with cam.lock:
+                    records = list(cam.trajectory)
+                if records:
+                    stamps = np.array([s for s, _ in records], dtype=np.int64)
+                    write_tum(base.with_suffix('.tum'), stamps * 1e-9,
+                              np.stack([p for _, p in records]))
+                    written.append(str(base.with_suffix('.tum')))
+        except OSError as exc:
+            response.success, response.message = False, f'cannot write to {folder}: {exc}'
+            return response
+        response.success = bool(written)
+        response.message = ('wrote ' + ', '.join(written)) if written else \
+            'no map points yet for ' + ', '.join(empty)
+        if written and empty:
+            response.message += '; no map points yet for ' + ', '.join(empty)
+        self.get_logger().info(response.message)
+        return response
+
+    # --- the map topic and diagnostics ---------------------------------------------------
+
+    def _publish_maps(self) -> None:
+        """Send each camera's map every map_period, when it changed since the last one."""
+        maps, params, outputs = self._maps, self.params, self._outputs
+        if maps is None or params is None or not params.outputs.publish_map:
+            return
+        now = time.monotonic()
+        for cam in list(self.cameras):
+            if cam.index >= len(outputs):
+                continue
+            pubs = outputs[cam.index]
+            counters = maps.counters(cam.index)
+            if counters.restarts > self._map_restarts.get(cam.index, 0):
+                self._map_restarts[cam.index] = counters.restarts
+                self.get_logger().info(f'[{cam.name}] the map started over (a new map of the '
+                                       'session): ~/map_points restarts from its keyframes')
+            sent_at, version = pubs.map_sent
+            if counters.version == version or now - sent_at < params.outputs.map_period:
+                continue
+            points, counters = maps.snapshot(cam.index)
+            map_frame, _, _ = self._frames(cam)
+            pubs.map_sent = (now, counters.version)
+            self._send(cam, 'map_points', lambda: pubs.map_points.publish(messages.map_cloud(
+                points.xyz, points.rgb, points.confidence, counters.stamp_ns, map_frame)))
+
     # --- diagnostics ---------------------------------------------------------------------
 
     def _publish_diagnostics(self) -> None:
@@ -660,6 +768,11 @@ class LingbotNode(LifecycleNode):
         if self._converter is not None:
             self.info.converter = self._converter.backend
             self.info.converter_notes = self._converter.notes
+        maps = self._maps
+        for cam in list(self.cameras):
+            cam.map_counters = maps.counters(cam.index) \
+                if maps is not None and params is not None and params.outputs.publish_map \
+                else None
         msg = diagnostics.build(self.info, list(self.cameras), diag,
                                 self.get_clock().now().to_msg(), device=device)
         self._diag_pub.publish(msg)

@@ -30,6 +30,7 @@ import re
 from typing import Any, Callable, Mapping, Optional
 
 from lingbot_ros.streaming.config import EngineConfig, StreamConfig
+from lingbot_ros.streaming.map_cloud import MapCloudConfig
 from rcl_interfaces.msg import (FloatingPointRange, IntegerRange, ParameterDescriptor,
                                 ParameterType)
 
@@ -69,9 +70,11 @@ _NAME = re.compile(r'^[A-Za-z][A-Za-z0-9_]*$')
 
 SPECS: tuple[Spec, ...] = (
     # --- model: fixed for the life of the node --------------------------------------
-    Spec('checkpoint', '', 'LingBot-Map weights (.pt or .safetensors). Empty: random '
-         'weights of the preset (tiny by default), for trying the plumbing only.',
-         read_only=True, rule='a file path, or empty'),
+    Spec('checkpoint', '', 'LingBot-Map weights: a .pt or .safetensors file, or '
+         'hf://<owner>/<repo>[@<revision>]/<file> (fetched into the Hugging Face cache on '
+         'first use, offline afterwards). Empty: random weights of the preset (tiny by '
+         'default), for trying the plumbing only.',
+         read_only=True, rule='a file path, an hf:// spec, or empty'),
     Spec('preset', 'auto', "Network structure. 'auto': release with a checkpoint, tiny "
          'without one.', read_only=True, choices=('auto', 'release', 'tiny')),
     Spec('model_config', '', 'Optional JSON file with a model structure (overrides preset).',
@@ -153,6 +156,17 @@ SPECS: tuple[Spec, ...] = (
          low=0.0, high=1e9),
     Spec('points_confidence_percentile', 50.0, "Drop the frame's points below this "
          'confidence percentile (0: off).', low=0.0, high=99.9),
+    # --- the accumulated map (~/map_points, ~/save_map) ------------------------------
+    Spec('publish_map', False, 'Accumulate keyframe points into a voxel map per camera and '
+         'publish it on ~/map_points (xyz + rgb + confidence, map frame); ~/save_map writes '
+         'it as PLY. Uses the points_* filters.'),
+    Spec('map_period', 1.0, 'Seconds between ~/map_points messages (the whole map is sent '
+         'each time, only when it changed).', low=0.1, high=3600.0),
+    Spec('map_voxel_size', 0.02, 'Voxel edge of the map in model units; the points of a voxel '
+         'merge into their mean. A change starts the map over.', low=0.0001, high=100.0),
+    Spec('map_max_points', 500000, 'Voxels kept per camera (about 180 bytes each); beyond, the '
+         'least recently observed are dropped first (counted in diagnostics).', low=1,
+         high=100000000),
     # --- diagnostics and services ----------------------------------------------------
     Spec('diagnostics_period', 1.0, 'Seconds between /diagnostics messages.', read_only=True,
          low=0.05, high=60.0),
@@ -236,6 +250,10 @@ class OutputParams:
     points_decimation: int
     points_min_confidence: float
     points_confidence_percentile: float
+    publish_map: bool
+    map_period: float
+    map_voxel_size: float
+    map_max_points: int
 
 
 @dataclass(frozen=True)
@@ -273,7 +291,8 @@ class NodeParams:
 
     @property
     def with_depth(self) -> bool:
-        return self.outputs.publish_depth or self.outputs.publish_points
+        out = self.outputs
+        return out.publish_depth or out.publish_points or out.publish_map
 
 
 def camera_names_from_topics(topics) -> tuple:
@@ -406,6 +425,15 @@ def engine_config(p: NodeParams, cuda_available: bool) -> EngineConfig:
                         model_config=m.model_config or None, device=m.device, dtype=dtype,
                         attention_backend=m.attention_backend, seed=m.seed,
                         cuda_graphs=m.cuda_graphs).validate()
+
+
+def map_config(p: NodeParams) -> MapCloudConfig:
+    """Build the accumulated map's configuration (the ~/points filters, the map's voxels)."""
+    o = p.outputs
+    return MapCloudConfig(voxel_size=o.map_voxel_size, max_points=o.map_max_points,
+                          decimation=o.points_decimation,
+                          min_confidence=o.points_min_confidence,
+                          confidence_percentile=o.points_confidence_percentile)
 
 
 def stream_config(p: NodeParams) -> StreamConfig:

@@ -127,12 +127,14 @@ class FrameQueue:
 
 
 class Sink(Protocol):
-    """What the worker needs from the node: publishing and (throttled) logging."""
+    """What the worker needs: publishing, (throttled) logging, and word of a new map."""
 
     def publish(self, camera: 'CameraStream', result: FrameResult) -> None: ...
 
     def report(self, camera: Optional['CameraStream'], topic: Topic, text: str,
                level: Level) -> None: ...
+
+    def map_restarted(self, camera: 'CameraStream') -> None: ...
 
 
 class CameraStream:
@@ -148,6 +150,7 @@ class CameraStream:
         self.cache_stats = CacheStats()
         self.sliding_window = 0   # configured window frames (0: unknown); stats say what runs
         self.map_epoch: Optional[int] = None   # the session map the published poses are in
+        self.map_counters: Any = None          # the accumulated map's, for diagnostics
         self.frame_id = ''
         self.lock = threading.Lock()   # guards trajectory and path (worker vs services)
         self.trajectory: Deque[tuple] = deque(maxlen=trajectory_length)
@@ -313,6 +316,7 @@ class Worker:
         cam.session.reset()
         cam.counters.on_session_reset()
         cam.forget()
+        self.sink.map_restarted(cam)
 
     def process(self, frame: Frame) -> None:
         """Step one frame through its camera's session and hand results to the sink."""
@@ -397,6 +401,7 @@ class Worker:
         if cam.map_epoch is not None and epoch != cam.map_epoch:
             cam.forget()  # e.g. re-seeding a window failed: poses restart from a new origin
             cam.counters.on_session_reset()
+            self.sink.map_restarted(cam)
             self.sink.report(cam, Event.MAP_RESTART, 'the session started a new map; path and '
                              'odometry restart from it', Level.WARN)
         cam.map_epoch = epoch
