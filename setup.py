@@ -71,7 +71,7 @@ setup(
         ('share/ament_index/resource_index/packages', ['resource/' + PACKAGE]),
         ('share/' + PACKAGE, ['package.xml']),
         (os.path.join('share', PACKAGE, 'launch'), glob('launch/*.launch.py')),
-        (os.path.join('share', PACKAGE, 'config'), glob('config/*.yaml')),
+        (os.path.join('share', PACKAGE, 'config'), glob('config/*.yaml') + glob('config/*.rviz')),
     ],
     install_requires=['setuptools'],
     extras_require={'runtime': RUNTIME, 'ros': ROS_WHEELS, 'test': TEST},

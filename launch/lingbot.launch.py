@@ -19,19 +19,44 @@ Start lingbot_node as a managed (lifecycle) node with a parameter file.
 By default the node configures and activates itself (``autostart:=true``); with
 ``autostart:=false`` it waits in ``unconfigured`` for a lifecycle manager (nav2's, or
 ``ros2 lifecycle set``). The package's share directory is found when the launch runs
-(``FindPackageShare``), not when this file is imported.
+(``FindPackageShare``), not when this file is imported. ``rviz:=true`` also starts rviz2
+with ``config/lingbot.rviz`` where rviz2 is installed, and says so where it is not.
 """
 
-from launch import LaunchDescription
-from launch.actions import DeclareLaunchArgument
+import shutil
+
+from launch import LaunchContext, LaunchDescription
+from launch.actions import DeclareLaunchArgument, LogInfo, OpaqueFunction
+from launch.conditions import IfCondition
 from launch.substitutions import LaunchConfiguration, PathJoinSubstitution
-from launch_ros.actions import LifecycleNode
+from launch_ros.actions import LifecycleNode, Node
 from launch_ros.parameter_descriptions import ParameterValue
 from launch_ros.substitutions import FindPackageShare
 
 PACKAGE = 'lingbot_ros'
 EXECUTABLE = 'lingbot_node'
 PARAMS_FILE = 'lingbot.yaml'
+RVIZ_FILE = 'lingbot.rviz'
+
+
+def _rviz_installed() -> bool:
+    try:
+        from ament_index_python.packages import get_package_prefix
+        get_package_prefix('rviz2')
+        return True
+    except Exception:  # noqa: BLE001 (PackageNotFoundError, no ament index at all)
+        return shutil.which('rviz2') is not None
+
+
+def _rviz(context: LaunchContext) -> list:
+    """Start rviz2 with our view where it is installed; otherwise say how to get it."""
+    if not _rviz_installed():
+        return [LogInfo(msg='rviz:=true, but rviz2 is not installed here (it comes with '
+                            'ros-<distro>-rviz2 / the desktop install); the node runs '
+                            'without it')]
+    view = PathJoinSubstitution([FindPackageShare(PACKAGE), 'config', RVIZ_FILE])
+    return [Node(package='rviz2', executable='rviz2', name='lingbot_rviz', output='screen',
+                 arguments=['-d', view.perform(context)])]
 
 
 def generate_launch_description() -> LaunchDescription:
@@ -51,6 +76,9 @@ def generate_launch_description() -> LaunchDescription:
         DeclareLaunchArgument('autostart', default_value='true',
                               description='Configure and activate on start; false leaves the '
                                           'node unconfigured for a lifecycle manager.'),
+        DeclareLaunchArgument('rviz', default_value='false',
+                              description='Also start rviz2 with config/lingbot.rviz (the '
+                                          'map, path, pose and depth), where installed.'),
         DeclareLaunchArgument('use_sim_time', default_value='false',
                               description='Use /clock (true when playing a bag with --clock).'),
         DeclareLaunchArgument('log_level', default_value='info',
@@ -69,4 +97,5 @@ def generate_launch_description() -> LaunchDescription:
         remappings=[('image', LaunchConfiguration('image_topic'))],
         arguments=['--ros-args', '--log-level', LaunchConfiguration('log_level')],
     )
-    return LaunchDescription(arguments + [node])
+    rviz = OpaqueFunction(function=_rviz, condition=IfCondition(LaunchConfiguration('rviz')))
+    return LaunchDescription(arguments + [node, rviz])

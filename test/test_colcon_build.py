@@ -59,10 +59,11 @@ def test_colcon_installs_share_files(install_tree):
     assert (install_tree / 'share' / 'ament_index' / 'resource_index' / 'packages'
             / 'lingbot_ros').is_file()
     launch = sorted(p.name for p in (share / 'launch').glob('*.launch.py'))
-    config = sorted(p.name for p in (share / 'config').glob('*.yaml'))
+    config = sorted(p.name for p in (share / 'config').iterdir())
     assert launch == sorted(p.name for p in (ROOT / 'launch').glob('*.launch.py'))
-    assert config == sorted(p.name for p in (ROOT / 'config').glob('*.yaml'))
+    assert config == sorted(p.name for p in (ROOT / 'config').iterdir())
     assert 'lingbot.launch.py' in launch and 'lingbot.yaml' in config
+    assert 'lingbot.rviz' in config
 
 
 def test_colcon_installs_executables_for_ros2_run(install_tree):

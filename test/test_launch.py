@@ -41,7 +41,7 @@ DOMAIN = 52
 ROOT = Path(__file__).resolve().parents[1]
 LAUNCH = ROOT / 'launch' / 'lingbot.launch.py'
 EXE = node_executable()
-ARGUMENTS = {'params_file', 'namespace', 'image_topic', 'autostart', 'use_sim_time',
+ARGUMENTS = {'params_file', 'namespace', 'image_topic', 'autostart', 'rviz', 'use_sim_time',
              'log_level'}
 FAST = """
 /**:
@@ -81,7 +81,7 @@ def test_launch_file_declares_described_arguments_and_a_lifecycle_node():
     assert all(len(t) > 15 for t in declared.values())
     consts = _constants(tree)
     (node,) = _calls(tree, 'LifecycleNode')
-    assert not _calls(tree, 'Node')
+    assert [ast.unparse(c.keywords[0].value) for c in _calls(tree, 'Node')] == ["'rviz2'"]
     kw = {k.arg: k.value for k in node.keywords}
     assert consts[kw['package'].id] == 'lingbot_ros'
     executable = consts[kw['executable'].id]
@@ -89,6 +89,7 @@ def test_launch_file_declares_described_arguments_and_a_lifecycle_node():
     assert f"'{executable} = lingbot_ros.ros.node:main'" in setup
     assert (ROOT / 'config' / consts['PARAMS_FILE']).is_file()
     assert "glob('config/*.yaml')" in setup and "glob('launch/*.launch.py')" in setup
+    assert "glob('config/*.rviz')" in setup and (ROOT / 'config' / consts['RVIZ_FILE']).is_file()
     remaps = ast.unparse(kw['remappings'])
     assert "'image'" in remaps and 'image_topic' in remaps
     parameters = ast.unparse(kw['parameters'])
@@ -182,9 +183,24 @@ def test_ros2_launch_starts_an_active_lifecycle_node(ament_env, tmp_path):
     assert rc == 0, _read(log)
 
 
+def test_the_rviz_view_shows_the_map_path_pose_and_depth_in_the_map_frame():
+    import yaml
+    view = yaml.safe_load((ROOT / 'config' / 'lingbot.rviz').read_text())
+    manager = view['Visualization Manager']
+    assert manager['Global Options']['Fixed Frame'] == 'map'
+    shown = {d['Class'].split('/')[-1]: d['Topic']['Value'] for d in manager['Displays']
+             if 'Topic' in d}
+    assert shown == {'PointCloud2': '/lingbot_node/map_points', 'Path': '/lingbot_node/path',
+                     'Pose': '/lingbot_node/pose', 'Image': '/lingbot_node/depth'}
+    cloud = next(d for d in manager['Displays'] if d['Class'].endswith('PointCloud2'))
+    assert cloud['Color Transformer'] == 'RGB8'  # the map's packed colour
+    assert cloud['Topic']['Durability Policy'] == 'Transient Local'  # the last map, at once
+
+
 @NEEDS_ROS2
 def test_ros2_launch_autostart_false_waits_for_a_lifecycle_manager(ament_env, tmp_path):
-    proc, log = _launch(ament_env, tmp_path, 'autostart:=false')
+    # rviz:=true as well: rviz2 is started where installed, and named as missing where not
+    proc, log = _launch(ament_env, tmp_path, 'autostart:=false', 'rviz:=true')
     os.environ['ROS_AUTOMATIC_DISCOVERY_RANGE'] = 'LOCALHOST'
     probe = Probe('manager_probe', domain_id=DOMAIN)
     try:
@@ -197,6 +213,8 @@ def test_ros2_launch_autostart_false_waits_for_a_lifecycle_manager(ament_env, tm
             res = probe.call(ChangeState, '/lingbot_node/change_state', req, 120)
             assert res is not None and res.success, _read(log)
         assert _state(probe, '/lingbot_node') == State.PRIMARY_STATE_ACTIVE
+        rviz = shutil.which('rviz2') is not None
+        assert rviz or 'rviz2 is not installed' in _read(log)
     finally:
         rc = _stop(proc, log)
         probe.close()
