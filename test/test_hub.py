@@ -197,3 +197,49 @@ def test_malformed_specs_name_the_value_and_the_form(spec):
     text = str(err.value)
     assert text.startswith(f'checkpoint={spec!r} is invalid') and 'a file path' in text
     assert 'hf://<owner>/<repo>[@<revision>]/' in text
+
+
+def test_the_node_names_the_resolved_file_and_its_digest_in_log_and_diagnostics(
+        cache, weights, tmp_path):
+    import signal
+    import subprocess
+    from conftest import dds_env, node_executable
+    from diagnostic_msgs.msg import DiagnosticArray
+    from lingbot_ros.ros.probe import Probe, status_of
+    domain = 58
+    digest = hashlib.sha256((weights[0] / 'tiny.safetensors').read_bytes()).hexdigest()
+    env = dds_env(domain, HF_HUB_OFFLINE='1', HF_HOME=os.environ['HF_HOME'],
+                  HF_HUB_CACHE=os.environ['HF_HUB_CACHE'])
+    log = open(tmp_path / 'node.log', 'w+')
+    proc = subprocess.Popen([str(node_executable()), '--ros-args', '-r', '__node:=lingbot_hub',
+                             '-p', f'checkpoint:=hf://{OWNER}/{REPO}/{FILE}',
+                             '-p', 'preset:=tiny', '-p', 'diagnostics_period:=0.2'],
+                            env=env, stdout=log, stderr=subprocess.STDOUT,
+                            start_new_session=True)
+    os.environ['ROS_AUTOMATIC_DISCOVERY_RANGE'] = 'LOCALHOST'
+    probe = Probe('hub_probe', domain_id=domain)
+    try:
+        diags = probe.collect(DiagnosticArray, '/diagnostics')
+
+        def node_status():
+            for d in reversed(diags):
+                s = status_of(d, 'lingbot_ros: node')
+                if s is not None and s[2]['state'] == 'active':
+                    return s
+            return None
+        assert probe.spin_until(lambda: node_status() is not None, 120), _text(log)
+        _, _, values = node_status()
+        assert values['checkpoint_sha256'] == digest and values['random_weights'] == 'False'
+        assert values['checkpoint_file'].endswith(FILE) and MAIN in values['checkpoint_file']
+        assert f'(sha256 {digest})' in _text(log)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGINT)
+        proc.wait(30)
+        probe.close()
+
+
+def _text(log):
+    log.flush()
+    log.seek(0)
+    return log.read()
