@@ -245,6 +245,8 @@ def test_executable_starts_as_launch_ros_starts_it(tmp_path):
         assert probe.spin_until(lambda: _last_active(diags) is not None, 20)
         node = status_of(_last_active(diags), 'lingbot_ros: node')
         assert 'random weights' in node[2]['model']
+        startup = node[2]['startup']  # where the start-up time went, by phase
+        assert 'from process start to active' in startup and 'model ' in startup
         topics = dict(probe.node.get_topic_names_and_types())
         assert 'sensor_msgs/msg/Image' in topics.get('/robot/camera/image_raw', [])
         assert '/robot/lingbot_node/pose' in topics

@@ -59,6 +59,7 @@ class NodeInfo:
     converter_notes: list = field(default_factory=list)
     unknown_parameters: list = field(default_factory=list)
     checkpoint_file: str = 'none'
+    startup: str = 'n/a'   # process start to active, by phase (the first activation)
     checkpoint_sha256: str = 'none'
     error: str = ''
 
@@ -125,7 +126,8 @@ def node_status(info: NodeInfo, cameras: list, diag: Optional[DiagParams] = None
     values = [('state', info.state_text), ('model', info.model),
               ('random_weights', info.random_weights),
               ('checkpoint_file', info.checkpoint_file),
-              ('checkpoint_sha256', info.checkpoint_sha256), ('device', info.device),
+              ('checkpoint_sha256', info.checkpoint_sha256), ('startup', info.startup),
+              ('device', info.device),
               ('dtype', info.dtype), ('attention_backend', info.backend),
               ('cuda_graphs', info.cuda_graphs or 'n/a'),
               ('gpu_memory', gpu_memory(device)),

@@ -37,6 +37,7 @@ from datetime import datetime
 import difflib
 from enum import Enum
 import gc
+import os
 from pathlib import Path
 import sys
 import threading
@@ -72,6 +73,7 @@ from sensor_msgs.msg import CameraInfo, CompressedImage, Image, PointCloud2
 from std_msgs.msg import Header
 from std_srvs.srv import Trigger
 
+PROCESS_T0 = time.monotonic()  # where /proc cannot say when the process started
 NODE_NAME = 'lingbot_node'
 LOG_EVERY_S = 5.0          # throttle for per-camera problem lines
 STOP_WAIT_S = 30.0         # deactivate waits this long for the worker to leave its step
@@ -142,6 +144,8 @@ class LingbotNode(LifecycleNode):
         self._diag_group = MutuallyExclusiveCallbackGroup()
         self._service_group = MutuallyExclusiveCallbackGroup()
         self.exit_code = 0
+        self._phases_pending = True  # the first configure also reports the time before it
+        self._phases = None
         self._declare_errors = self._declare_all()
         self.unknown_parameters = self._unknown_parameters()
         self.params: Optional[NodeParams] = None
@@ -281,6 +285,8 @@ class LingbotNode(LifecycleNode):
     def on_configure(self, state: LifecycleState) -> TransitionCallbackReturn:
         log = self.get_logger()
         self.info.state = NodeState.CONFIGURING
+        phases = Phases(before=process_age() if self._phases_pending else None)
+        self._phases_pending = False
         if self._declare_errors:
             return self._fail('invalid parameters: ' + '; '.join(self._declare_errors))
         try:
@@ -288,13 +294,17 @@ class LingbotNode(LifecycleNode):
             stream_cfg = stream_config(params)
         except (ParamError, ConfigError) as exc:
             return self._fail(f'invalid parameters: {exc}')
+        phases.mark('parameters')
         import torch
         from lingbot_ros.streaming.engine import Engine
+        phases.mark('import torch')
         try:
             engine_cfg = engine_config(params, torch.cuda.is_available())
             engine = Engine.load(engine_cfg)
+            phases.mark('model', getattr(engine, 'load_phases', None))
             names = params.resolved_camera_names
             sessions = [engine.new_session(n, stream_cfg) for n in names]
+            phases.mark('sessions')
         except Exception as exc:  # noqa: BLE001 (EngineError, ConfigError, OSError ...)
             text = str(exc).strip().splitlines()[0] if str(exc).strip() else ''
             return self._fail(f'cannot load the model: {type(exc).__name__}: {text}'
@@ -329,6 +339,7 @@ class LingbotNode(LifecycleNode):
                         'LingBot-Map weights.')
         if params.model.device == 'auto' and engine.device.type == 'cpu':
             log.warning(_cpu_fallback_text(torch))
+        self._phases = phases
         self.info.state = NodeState.INACTIVE
         return SUCCESS
 
@@ -399,6 +410,12 @@ class LingbotNode(LifecycleNode):
         self.info.state = NodeState.ACTIVE
         self.get_logger().info('active: ' + ', '.join(
             f'{c.name} <- {c.topic}' for c in self.cameras))
+        phases = self._phases
+        if phases is not None:  # the first activation after a configure: say where time went
+            phases.mark('activate')
+            self.info.startup = phases.text(process_age())
+            self.get_logger().info(f'start-up: {self.info.startup}')
+            self._phases = None
         return SUCCESS
 
     def on_deactivate(self, state: LifecycleState) -> TransitionCallbackReturn:
@@ -780,6 +797,39 @@ class LingbotNode(LifecycleNode):
     @property
     def autostart(self) -> bool:
         return bool(self._raw('autostart'))
+
+
+def process_age() -> float:
+    """Seconds since this process started (Linux /proc; else since this module loaded)."""
+    try:
+        fields = Path('/proc/self/stat').read_text().rsplit(')', 1)[1].split()
+        started = int(fields[19]) / os.sysconf('SC_CLK_TCK')  # field 22: start, in ticks
+        uptime = float(Path('/proc/uptime').read_text().split()[0])
+        return max(0.0, uptime - started)
+    except (OSError, ValueError, IndexError):
+        return time.monotonic() - PROCESS_T0
+
+
+class Phases:
+    """Where start-up time goes: named phases of configure / activate, in seconds."""
+
+    def __init__(self, before: Optional[float] = None) -> None:
+        self._t = time.monotonic()
+        self.parts: list = [] if before is None else [('process start to configure', before, {})]
+
+    def mark(self, name: str, inner: Optional[dict] = None) -> None:
+        """Close the phase that just ended; ``inner`` splits it further (seconds by name)."""
+        now = time.monotonic()
+        self.parts.append((name, now - self._t, dict(inner or {})))
+        self._t = now
+
+    def text(self, since_process_start: float) -> str:
+        """Say e.g. '9.8 s from process start to active: parameters 0.00 s, model 7.10 s ...'."""
+        out = []
+        for name, seconds, inner in self.parts:
+            detail = ', '.join(f'{k} {v:.2f} s' for k, v in inner.items())
+            out.append(f'{name} {seconds:.2f} s' + (f' ({detail})' if detail else ''))
+        return f'{since_process_start:.1f} s from process start to active: ' + '; '.join(out)
 
 
 def _is_ours(exc: BaseException) -> bool:
