@@ -111,3 +111,30 @@ def test_batch_rejects_mixed_pools_and_shapes():
     q = torch.randn(2, HEADS, SPECIAL + PATCH, HEAD_DIM)
     with pytest.raises(ValueError, match='streams'):
         batch.attend(0, q, q, q)
+
+
+def test_float8_batch_equals_float8_streams_alone():
+    lays = [StreamLayout(special_tokens=SPECIAL, patch_tokens=PATCH, scale_frames=s,
+                         sliding_window=w, special_capacity=40, max_call_frames=2)
+            for s, w in ((1, 2), (0, 3))]
+    fp8 = torch.float8_e4m3fn
+    pool = KVPool(lays, 2, HEADS, HEAD_DIM, dtype=fp8)
+    shared = [PagedStreamCache(pool, i, backend='sdpa') for i in range(2)]
+    batch = StreamBatch(shared, backend='paged_sdpa')
+    alone = [PagedStreamCache.allocate(lay, 2, HEADS, HEAD_DIM, dtype=fp8, backend='sdpa')
+             for lay in lays]
+    gen = torch.Generator().manual_seed(5)
+    for step in range(6):
+        for cache in shared + alone:
+            cache.begin(1, defer_eviction=step % 2 == 1)
+        for layer in range(2):
+            q, k, v = (torch.randn(2, HEADS, SPECIAL + PATCH, HEAD_DIM, generator=gen)
+                       for _ in range(3))
+            out = batch.attend(layer, q, k, v)
+            for i in range(2):
+                sl = slice(i, i + 1)
+                torch.testing.assert_close(out[sl], alone[i].attend(layer, q[sl], k[sl], v[sl]),
+                                           atol=1e-6, rtol=1e-6)
+        for cache in shared + alone:
+            cache.commit() if step % 3 else cache.rollback()
+    assert pool.k.dtype == fp8 and batch.backend == 'paged_sdpa'

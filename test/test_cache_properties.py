@@ -265,3 +265,109 @@ def test_backend_resolution_reports_why():
         resolve_backend('flash', torch.device('cpu'))
     with pytest.raises(ValueError, match='CUDA'):
         resolve_backend('flashinfer', torch.device('cpu'))
+
+
+# --- float8 storage -----------------------------------------------------------------------
+
+FP8 = torch.float8_e4m3fn
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(layout=layouts(), layers=st.integers(1, 2),
+       backend=st.sampled_from(['sdpa', 'paged_sdpa']), data=st.data())
+def test_float8_pool_equals_the_reference_on_fp8_values(layout, layers, backend, data):
+    c = PagedStreamCache.allocate(layout, layers, HEADS, HEAD_DIM, dtype=FP8, backend=backend)
+    d = DenseStreamCache(layout.special_tokens, layout.scale_frames, layout.sliding_window)
+    assert c.pool.dtype == FP8 and c.pool.token_bytes == 2 * layers * HEADS * HEAD_DIM
+    gen = torch.Generator().manual_seed(data.draw(st.integers(0, 2 ** 16), label='seed'))
+    t = layout.tokens_per_frame
+    for n, keep, defer in data.draw(st.lists(st.tuples(st.integers(1, 2), st.booleans(),
+                                                       st.booleans()), min_size=1,
+                                             max_size=12), label='steps'):
+        if c.check(n, defer) is not None:
+            continue
+        c.begin(n, defer)
+        d.begin(n, defer)
+        for layer in range(layers):
+            q, k, v = (torch.randn(1, HEADS, n * t, HEAD_DIM, generator=gen) for _ in range(3))
+            k, v = k.to(FP8).float(), v.to(FP8).float()  # exactly representable
+            out = c.attend(layer, q, k, v)
+            assert out.dtype == torch.float32  # attention ran in the queries' dtype
+            torch.testing.assert_close(out, d.attend(layer, q, k, v), atol=ATOL, rtol=1e-5)
+        if keep:
+            assert c.commit() == d.commit()
+        else:
+            c.rollback()
+            d.rollback()
+        check_consistent(c, d)
+
+
+def test_float8_pool_clamps_instead_of_making_nan():
+    lay = StreamLayout(special_tokens=1, patch_tokens=2, scale_frames=1, sliding_window=1,
+                       special_capacity=4)
+    c = PagedStreamCache.allocate(lay, 1, HEADS, HEAD_DIM, dtype=FP8, backend='sdpa')
+    c.begin(1)
+    big = torch.full((1, HEADS, 3, HEAD_DIM), 1000.0)
+    out = c.attend(0, torch.zeros(1, HEADS, 3, HEAD_DIM), big, -big)
+    start, end = c.visible_tokens()
+    k, v = (t[start:end].float() for t in c.pool.flat(0))
+    assert torch.all(k == 448) and torch.all(v == -448) and torch.all(out == -448)
+
+
+def test_pool_refuses_storage_it_cannot_attend_over():
+    lay = StreamLayout(special_tokens=1, patch_tokens=2, scale_frames=1, sliding_window=1,
+                       special_capacity=4)
+    with pytest.raises(ValueError, match='dtype=torch.int8 is not allowed'):
+        KVPool([lay], 1, HEADS, HEAD_DIM, dtype=torch.int8)
+    assert resolve_backend('auto', torch.device('cpu'), dtype=FP8)[0] == 'sdpa'
+
+
+def test_one_flashinfer_workspace_per_device():
+    from lingbot_ros.cache import backends
+    backends.release_workspaces()
+    try:
+        a = backends.shared_workspace(torch.device('cpu'))
+        assert backends.shared_workspace('cpu') is a
+        assert a.numel() == backends.WORKSPACE_BYTES and a.dtype == torch.uint8
+    finally:
+        backends.release_workspaces()
+
+
+class _FakeWrapper:
+    """Records what a FlashInfer wrapper is asked to plan and run."""
+
+    def __init__(self) -> None:
+        self.plans, self.runs = [], []
+
+    def plan(self, *args, **kwargs) -> None:
+        self.plans.append(kwargs)
+
+    def run(self, q, *args):
+        self.runs.append(q.dtype)
+        return torch.zeros_like(q)
+
+
+def test_flashinfer_float8_plans_keep_the_queries_in_half_precision():
+    from lingbot_ros.cache.backends import FlashInferPaged, FlashInferRagged
+    from lingbot_ros.cache.page_table import PageTable, Run
+    paged = FlashInferPaged.__new__(FlashInferPaged)
+    paged.wrapper, paged._pending, paged._planned_q = _FakeWrapper(), None, None
+    table = PageTable(1, 4, 2, torch.arange(4, dtype=torch.int32))
+    table.update([Run(0, 2, 1, 3)])
+    paged.plan(table, HEADS, HEAD_DIM, FP8, FP8)  # what a batch passes: the pool's dtype
+    pages = torch.zeros(4, 2, HEADS, HEAD_DIM, dtype=FP8)
+    q = torch.randn(1, HEADS, 3, HEAD_DIM, dtype=torch.bfloat16)
+    for _ in range(2):  # planned once, at the first run, with the queries' dtype
+        assert paged.run(q, pages, pages).dtype == torch.bfloat16
+    assert len(paged.wrapper.plans) == 1
+    assert paged.wrapper.plans[0]['q_data_type'] == torch.bfloat16
+    assert paged.wrapper.plans[0]['kv_data_type'] == FP8
+    assert paged.wrapper.runs == [torch.bfloat16] * 2
+    ragged = FlashInferRagged.__new__(FlashInferRagged)
+    ragged.wrapper = _FakeWrapper()
+    ragged._qo = torch.zeros(2, dtype=torch.int32)
+    ragged._kv = torch.zeros(2, dtype=torch.int32)
+    ragged.plan(3, 8, HEADS, HEAD_DIM, torch.bfloat16, FP8)
+    ragged.run(q, pages.view(-1, HEADS, HEAD_DIM), pages.view(-1, HEADS, HEAD_DIM))
+    assert ragged.wrapper.plans[0]['kv_data_type'] == FP8
+    assert ragged.wrapper.runs == [torch.bfloat16]

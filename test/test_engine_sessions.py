@@ -40,3 +40,39 @@ def test_interleaved_sessions_equal_solo_runs():
         for mine, ref in zip(together[name], alone[name]):
             np.testing.assert_array_equal(mine.pose_c2w, ref.pose_c2w)
             np.testing.assert_array_equal(mine.depth, ref.depth)
+
+
+def _poses(engine, frames, cfg):
+    session = engine.new_session('cam', cfg)
+    out = [r for i, f in enumerate(frames) for r in session.step(f, i + 1)]
+    return session, np.stack([r.pose_c2w for r in out]), np.stack([r.depth for r in out])
+
+
+def test_memory_options_are_off_by_default_and_each_runs():
+    import torch
+    cfg = StreamConfig(scale_frames=2, sliding_window=3, image_size=84, max_window_frames=6)
+    rng = np.random.default_rng(1)
+    frames = [rng.integers(0, 256, (48, 64, 3), dtype=np.uint8) for _ in range(9)]
+    base = Engine.load(EngineConfig(preset='tiny', device='cpu'))
+    assert base.kv_dtype == torch.float32
+    assert base.model.depth_head.chunk == base.model_config.depth_head.frames_chunk_size
+    assert {p.dtype for p in base.model.parameters()} == {torch.float32}
+    _, ref_pose, ref_depth = _poses(base, frames, cfg)
+
+    chunked = Engine.load(EngineConfig(preset='tiny', device='cpu', depth_chunk_frames=1))
+    assert chunked.model.depth_head.chunk == 1
+    _, pose, depth = _poses(chunked, frames, cfg)
+    np.testing.assert_array_equal(pose, ref_pose)  # the depth head does not feed the poses
+    np.testing.assert_allclose(depth, ref_depth, rtol=1e-5, atol=1e-6)
+
+    fp8 = Engine.load(EngineConfig(preset='tiny', device='cpu', kv_cache_dtype='float8_e4m3'))
+    session, pose, _ = _poses(fp8, frames, cfg)
+    assert session._window.agg.pool.dtype == torch.float8_e4m3fn
+    assert session.window_index >= 1  # a re-seed ran over the float8 cache too
+    assert np.all(np.isfinite(pose)) and 0 < np.abs(pose - ref_pose).max() < 0.1
+
+    low = Engine.load(EngineConfig(preset='tiny', device='cpu', dtype='bfloat16',
+                                   weights_dtype='compute'))
+    assert {p.dtype for p in low.model.parameters()} == {torch.bfloat16}
+    _, pose, depth = _poses(low, frames, cfg)
+    assert depth.dtype == np.float32 and np.all(np.isfinite(pose))

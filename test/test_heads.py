@@ -172,3 +172,15 @@ def test_release_structure_matches_the_checkpoint(prefix, cls):
     else:
         assert state['scratch.output_conv2.2.weight'].shape == (2, 32, 1, 1)
         assert 'resize_layers.2.weight' not in state
+
+
+def test_depth_head_in_chunks_of_one_equals_one_chunk():
+    """The engine's depth_chunk_frames only bounds memory: every frame decodes alike."""
+    ref = np.load(DATA / 'heads' / 'dpt.npz')
+    layers = [torch.from_numpy(t) for t in ref['wide_tokens']]
+    with torch.no_grad():
+        whole, whole_conf = _depth_head(8)(layers, (42, 84))
+        single, single_conf = _depth_head(1)(layers, (42, 84))
+    assert layers[0].shape[1] > 1
+    torch.testing.assert_close(single, whole, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(single_conf, whole_conf, atol=1e-5, rtol=1e-5)

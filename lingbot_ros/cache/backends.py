@@ -25,6 +25,13 @@ Attention over cached pages: one interface, backends 'sdpa', 'flashinfer', 'page
 - ``auto``: ``flashinfer`` on CUDA in half precision when it is importable, else
   ``sdpa`` -- always with a reason string the node can report.
 
+Keys and values may be stored in float8 (e4m3) while queries stay in the compute dtype
+(``KV_FP8``): FlashInfer reads such a cache directly (queries in half precision); the
+PyTorch paths upcast the visible keys and values to the queries' dtype first, so any
+device that can store float8 runs it. Every FlashInfer wrapper of a device shares one
+float workspace (:func:`shared_workspace`): the wrappers run one after another on one
+stream, and that buffer only holds a run's partial results.
+
 Measured on the H200 (``benchmarks/results/``): for the full window cuDNN SDPA is the
 fastest kernel on the device (18 ms / 24 layers) but builds an execution plan for every
 new key count, 2.8 ms of host time per call, and the key count grows by the special
@@ -44,7 +51,15 @@ import torch.nn.functional as F  # noqa: N812
 from .page_table import PageTable
 
 BACKENDS = ('auto', 'sdpa', 'flashinfer', 'paged_sdpa')
-_WORKSPACE_BYTES = 256 * 1024 * 1024
+# FlashInfer's float workspace (split-KV partial results), one per device for every wrapper;
+# 128 MiB is FlashInfer's own recommendation, far above what a prefill of one frame plans.
+WORKSPACE_BYTES = 128 * 1024 * 1024
+# What each wrapper allocates on the device besides (its plan's index arrays).
+WRAPPER_INT_WORKSPACE_BYTES = 8 * 1024 * 1024
+KV_FP8 = torch.float8_e4m3fn
+FP8_MAX = float(torch.finfo(KV_FP8).max)  # 448: larger keys or values are clamped to it
+
+_workspaces: dict = {}
 
 
 def flashinfer_module() -> tuple[Optional[object], str]:
@@ -57,6 +72,8 @@ def flashinfer_module() -> tuple[Optional[object], str]:
 
 
 HALF = (torch.float16, torch.bfloat16)
+KV_STORAGE = (torch.float32, torch.float16, torch.bfloat16, KV_FP8)  # what a pool may hold
+FLASHINFER_KV = HALF + (KV_FP8,)  # cache dtypes FlashInfer reads
 FLASHINFER_HEAD_DIMS = (64, 128, 256)  # head sizes FlashInfer's prefill kernels are built for
 
 
@@ -66,8 +83,8 @@ def resolve_backend(requested: str, device: torch.device, streams: int = 1,
     """
     Choose the backend for ``requested``; return (backend, reason).
 
-    ``dtype`` is the cache's storage type (FlashInfer needs half precision) and
-    ``head_dim`` the attention head size (FlashInfer needs one of
+    ``dtype`` is the cache's storage type (FlashInfer needs half precision or float8
+    e4m3) and ``head_dim`` the attention head size (FlashInfer needs one of
     ``FLASHINFER_HEAD_DIMS``); None means unknown (assumed to fit).
     """
     if requested not in BACKENDS:
@@ -75,14 +92,14 @@ def resolve_backend(requested: str, device: torch.device, streams: int = 1,
     if requested in ('sdpa', 'paged_sdpa'):
         return requested, 'requested'
     cuda = torch.device(device).type == 'cuda'
-    half = dtype is None or dtype in HALF
+    half = dtype is None or dtype in FLASHINFER_KV
     head_ok = head_dim is None or head_dim in FLASHINFER_HEAD_DIMS
     if requested == 'flashinfer':
         if not cuda:
             raise ValueError(f'backend=flashinfer is not allowed on device {device}: needs CUDA')
         if not half:
             raise ValueError(f'backend=flashinfer is not allowed for {dtype}: needs float16 '
-                             'or bfloat16')
+                             'or bfloat16 (or a float8_e4m3fn cache)')
         if not head_ok:
             raise ValueError(f'backend=flashinfer is not allowed for head_dim={head_dim}: '
                              f'needs one of {FLASHINFER_HEAD_DIMS}')
@@ -118,12 +135,28 @@ def _sdpa_context(device: torch.device):
     return sdpa_kernel(order, set_priority=True)
 
 
+def is_fp8(dtype: torch.dtype) -> bool:
+    """Tell whether a cache dtype is float8 (stored only; attention runs in the query dtype)."""
+    return dtype == KV_FP8
+
+
+def compute_dtype(q_dtype: torch.dtype, kv_dtype: torch.dtype) -> torch.dtype:
+    """Return the dtype attention runs in: the cache's, or the queries' over a float8 cache."""
+    return q_dtype if is_fp8(kv_dtype) else kv_dtype
+
+
+def storable(x: torch.Tensor, kv_dtype: torch.dtype) -> torch.Tensor:
+    """Clamp ``x`` into float8's range when the cache is float8, so no value becomes NaN."""
+    return x.clamp(-FP8_MAX, FP8_MAX) if is_fp8(kv_dtype) else x
+
+
 def sdpa_run(q: torch.Tensor, k_run: torch.Tensor, v_run: torch.Tensor) -> torch.Tensor:
     """Attention of ``q`` [1, H, N, D] over a contiguous run ``[tokens, H, D]`` (views)."""
-    k = k_run.permute(1, 0, 2).unsqueeze(0)
-    v = v_run.permute(1, 0, 2).unsqueeze(0)
+    dtype = compute_dtype(q.dtype, k_run.dtype)
+    k = k_run.permute(1, 0, 2).unsqueeze(0).to(dtype)
+    v = v_run.permute(1, 0, 2).unsqueeze(0).to(dtype)
     with _sdpa_context(q.device):
-        return F.scaled_dot_product_attention(q.to(k.dtype), k, v).to(q.dtype)
+        return F.scaled_dot_product_attention(q.to(dtype), k, v).to(q.dtype)
 
 
 def paged_sdpa_run(q: torch.Tensor, k_pages: torch.Tensor, v_pages: torch.Tensor,
@@ -140,8 +173,9 @@ def paged_sdpa_run(q: torch.Tensor, k_pages: torch.Tensor, v_pages: torch.Tensor
     longest = max(lengths)
     total = table.total_pages
     idx = table.kv_indices[:total].long()
-    k_all = k_pages.index_select(0, idx).reshape(-1, h, d)
-    v_all = v_pages.index_select(0, idx).reshape(-1, h, d)
+    dtype = compute_dtype(q.dtype, k_pages.dtype)
+    k_all = k_pages.index_select(0, idx).reshape(-1, h, d).to(dtype)
+    v_all = v_pages.index_select(0, idx).reshape(-1, h, d).to(dtype)
     k = k_all.new_zeros(s, longest, h, d)
     v = v_all.new_zeros(s, longest, h, d)
     mask = torch.zeros(s, 1, 1, longest, dtype=torch.bool, device=q.device)
@@ -157,33 +191,73 @@ def paged_sdpa_run(q: torch.Tensor, k_pages: torch.Tensor, v_pages: torch.Tensor
     return out.to(q.dtype)
 
 
+def shared_workspace(device: torch.device) -> torch.Tensor:
+    """
+    Return the one FlashInfer float workspace of ``device``, allocating it on first use.
+
+    Wrappers only keep partial results of a run in it, and every run of this package
+    goes on the device's current stream from the one thread that owns the model, so
+    all caches, batches and warm-ups of a device can share it.
+    """
+    device = torch.device(device)
+    if device.type == 'cuda' and device.index is None:
+        device = torch.device('cuda', torch.cuda.current_device())
+    buf = _workspaces.get(device)
+    if buf is None:
+        buf = torch.empty(WORKSPACE_BYTES, dtype=torch.uint8, device=device)
+        _workspaces[device] = buf
+    return buf
+
+
+def release_workspaces() -> None:
+    """Forget the shared workspaces (their memory goes once no wrapper holds them)."""
+    _workspaces.clear()
+
+
 def _flashinfer_wrapper(kind: str, device: torch.device, kernel: str):
-    """Build FlashInfer's ``Batch<kind>Wrapper`` (NHD) with its own workspace."""
+    """Build FlashInfer's ``Batch<kind>Wrapper`` (NHD) over the device's shared workspace."""
     mod, why = flashinfer_module()
     if mod is None:
         raise RuntimeError(why)
-    workspace = torch.empty(_WORKSPACE_BYTES, dtype=torch.uint8, device=device)
-    return getattr(mod, f'Batch{kind}Wrapper')(workspace, 'NHD', backend=kernel)
+    return getattr(mod, f'Batch{kind}Wrapper')(shared_workspace(device), 'NHD', backend=kernel)
 
 
 class FlashInferPaged:
-    """A planned FlashInfer paged-prefill wrapper: ``plan`` once per frame, ``run`` per layer."""
+    """
+    A planned FlashInfer paged-prefill wrapper: ``plan`` once per frame, ``run`` per layer.
+
+    The plan is made at the first ``run`` after ``plan``, when the queries' dtype is
+    known: over a float8 cache the queries keep their own (half) dtype.
+    """
 
     def __init__(self, device: torch.device, kernel: str = 'auto') -> None:
         self.wrapper = _flashinfer_wrapper('PrefillWithPagedKVCache', device, kernel)
+        self._pending: Optional[tuple] = None
+        self._planned_q: Optional[torch.dtype] = None
 
     def plan(self, table: PageTable, heads: int, head_dim: int, q_dtype: torch.dtype,
              kv_dtype: torch.dtype) -> None:
         """Plan from the table's host mirrors (no device read)."""
+        self._pending = (table, heads, head_dim, q_dtype, kv_dtype)
+        self._planned_q = None
+
+    def _plan_for(self, q_dtype: torch.dtype) -> None:
+        table, heads, head_dim, _, kv_dtype = self._pending
         self.wrapper.plan(table.qo_indptr_host, table.kv_indptr_host,
                           table.kv_indices[:table.total_pages], table.last_page_len_host,
                           heads, heads, head_dim, table.page_size, causal=False,
                           q_data_type=q_dtype, kv_data_type=kv_dtype)
+        self._planned_q = q_dtype
 
     def run(self, q: torch.Tensor, k_pages: torch.Tensor, v_pages: torch.Tensor) -> torch.Tensor:
         """``q`` [S, H, N, D] -> [S, H, N, D]; pages ``[pages, page_size, H, D]``."""
+        if self._pending is None:
+            raise RuntimeError('run() before plan()')
         s, h, n, d = q.shape
-        q_nhd = q.to(k_pages.dtype).transpose(1, 2).reshape(s * n, h, d)
+        dtype = compute_dtype(q.dtype, k_pages.dtype)
+        if self._planned_q != dtype:
+            self._plan_for(dtype)
+        q_nhd = q.to(dtype).transpose(1, 2).reshape(s * n, h, d)
         out = self.wrapper.run(q_nhd, (k_pages, v_pages))
         return out.view(s, n, h, d).transpose(1, 2).to(q.dtype)
 
@@ -203,31 +277,35 @@ class FlashInferRagged:
         self._kv = torch.zeros(2, dtype=torch.int32, pin_memory=pin)
 
     def plan(self, queries: int, keys: int, heads: int, head_dim: int,
-             dtype: torch.dtype) -> None:
-        """Plan one request of ``queries`` over ``keys`` tokens."""
+             dtype: torch.dtype, kv_dtype: Optional[torch.dtype] = None) -> None:
+        """Plan one request of ``queries`` (``dtype``) over ``keys`` tokens (``kv_dtype``)."""
         self._qo[1] = queries
         self._kv[1] = keys
         self.wrapper.plan(self._qo, self._kv, heads, heads, head_dim, causal=False,
-                          q_data_type=dtype, kv_data_type=dtype)
+                          q_data_type=dtype, kv_data_type=kv_dtype or dtype)
 
     def run(self, q: torch.Tensor, k_run: torch.Tensor, v_run: torch.Tensor) -> torch.Tensor:
         """``q`` [1, H, N, D] over a contiguous run ``[tokens, H, D]`` -> [1, H, N, D]."""
-        q_nhd = q[0].to(k_run.dtype).transpose(0, 1).contiguous()
+        dtype = compute_dtype(q.dtype, k_run.dtype)
+        q_nhd = q[0].to(dtype).transpose(0, 1).contiguous()
         out = self.wrapper.run(q_nhd, k_run, v_run)
         return out.transpose(0, 1).unsqueeze(0).to(q.dtype)
 
 
 def warm_up_flashinfer(device: torch.device, heads: int, head_dim: int,
-                       dtype: torch.dtype) -> None:
+                       dtype: torch.dtype, kv_dtype: Optional[torch.dtype] = None) -> None:
     """
     Run one tiny ragged prefill so FlashInfer compiles its kernel now, not on frame one.
 
     FlashInfer builds kernels on first use (tens of seconds); a node should pay that
-    while configuring, not while its cameras stream. Raises whatever FlashInfer raises.
+    while configuring, not while its cameras stream. ``kv_dtype`` (default ``dtype``)
+    is the cache's storage dtype, so a float8 cache is tried with the kernel it will
+    use. Raises whatever FlashInfer raises.
     """
+    kv_dtype = kv_dtype or dtype
     wrapper = FlashInferRagged(device)
-    wrapper.plan(8, 16, heads, head_dim, dtype)
+    wrapper.plan(8, 16, heads, head_dim, compute_dtype(dtype, kv_dtype), kv_dtype)
     q = torch.randn(1, heads, 8, head_dim, device=device, dtype=dtype)
-    kv = torch.randn(16, heads, head_dim, device=device, dtype=dtype)
+    kv = torch.randn(16, heads, head_dim, device=device, dtype=dtype).to(kv_dtype)
     wrapper.run(q, kv, kv)
     torch.cuda.synchronize(device)

@@ -19,7 +19,8 @@ The physical KV pool: keys and values of every layer of several streams, allocat
 page layout per layer), so a run of consecutive pages is also one contiguous
 ``[tokens, heads, head_dim]`` block that a dense kernel reads without a gather. Each
 stream owns a fixed region of pages (``first_page[i] .. first_page[i] + pages``); the
-size is the sum of the regions' sizes (``StreamLayout`` states the formula).
+size is the sum of the regions' sizes (``StreamLayout`` states the formula). Storage may
+be float32, a half type or float8 e4m3 (half the bytes of bf16; attention upcasts it).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from typing import Sequence, Union
 
 import torch
 
+from .backends import KV_STORAGE
 from .layout import StreamLayout
 
 
@@ -46,6 +48,9 @@ class KVPool:
         for name, value in (('layers', layers), ('heads', heads), ('head_dim', head_dim)):
             if value < 1:
                 raise ValueError(f'{name}={value!r} is not allowed: >= 1')
+        if dtype not in KV_STORAGE:
+            raise ValueError(f'dtype={dtype} is not allowed: one of '
+                             f'{[str(d) for d in KV_STORAGE]}')
         self.layouts = tuple(layouts)
         self.layers, self.heads, self.head_dim = layers, heads, head_dim
         self.page_size = pages.pop()

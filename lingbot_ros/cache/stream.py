@@ -34,7 +34,8 @@ from typing import Optional, Union
 
 import torch
 
-from .backends import FlashInferRagged, paged_sdpa_run, resolve_backend, sdpa_run
+from .backends import (compute_dtype, FlashInferRagged, paged_sdpa_run, resolve_backend,
+                       sdpa_run, storable)
 from .layout import StreamLayout
 from .overflow import CacheOverflow
 from .page_table import PageTable, Run
@@ -66,7 +67,7 @@ class PagedStreamCache:
         self.overflow_events = 0
         self.page_moves = 0           # pages copied (all layers) to keep runs contiguous
         self.generation = 0           # bumps whenever the visible layout changes
-        self._planned = -1
+        self._planned: Optional[tuple] = None
         self.reset()
 
     @classmethod
@@ -223,6 +224,7 @@ class PagedStreamCache:
         k_flat, v_flat = self.pool.flat(layer)
         start = self.special_page * self.page + self._slots.frames * s
         for src, dst in ((k, k_flat), (v, v_flat)):
+            src = storable(src, dst.dtype)  # float8 pools: clamp to its range first
             per_frame = src[0].unflatten(1, (n, lay.tokens_per_frame))   # [H, n, T, D]
             if s:
                 dst[start:start + n * s].view(n, s, h, d).copy_(
@@ -248,8 +250,8 @@ class PagedStreamCache:
                 blocks.append((i, 1, page))
         return blocks
 
-    def _plan(self, queries: int) -> None:
-        if self._planned == self.generation:
+    def _plan(self, queries: int, q_dtype: torch.dtype) -> None:
+        if self._planned == (self.generation, q_dtype):
             return
         if self.backend == 'paged_sdpa':  # the ragged FlashInfer path needs no page table
             self.table.update([self.visible_run()._replace(queries=queries)])
@@ -258,8 +260,8 @@ class PagedStreamCache:
                 self._flashinfer = FlashInferRagged(self.pool.device)
             start, end = self.visible_tokens()
             self._flashinfer.plan(queries, end - start, self.pool.heads, self.pool.head_dim,
-                                  self.pool.dtype)
-        self._planned = self.generation
+                                  compute_dtype(q_dtype, self.pool.dtype), self.pool.dtype)
+        self._planned = (self.generation, q_dtype)
 
     def attend_cached(self, layer: int, q: torch.Tensor) -> torch.Tensor:
         """Attention of ``q`` over the visible run (after ``_write``), by the backend."""
@@ -267,7 +269,7 @@ class PagedStreamCache:
             start, end = self.visible_tokens()
             k_flat, v_flat = self.pool.flat(layer)
             return sdpa_run(q, k_flat[start:end], v_flat[start:end])
-        self._plan(q.shape[2])
+        self._plan(q.shape[2], q.dtype)
         if self.backend == 'flashinfer':
             start, end = self.visible_tokens()
             k_flat, v_flat = self.pool.flat(layer)

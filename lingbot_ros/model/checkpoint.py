@@ -35,7 +35,7 @@ from pathlib import Path
 import pickle
 import re
 import struct
-from typing import Dict, Iterable, Mapping, Optional, Union
+from typing import Callable, Dict, Iterable, Mapping, Optional, Union
 import zipfile
 
 import torch
@@ -307,63 +307,151 @@ def _build_meta(cfg: ModelConfig) -> LingBotMap:
         return LingBotMap(cfg)
 
 
+AGGREGATOR_PREFIX = 'aggregator.'
+
+
+def storage_dtype(name: str, dtype: torch.dtype, autocast_dtype: Optional[torch.dtype] = None,
+                  head_dtype: Optional[torch.dtype] = None) -> torch.dtype:
+    """
+    Return the dtype a floating-point weight ``name`` is kept in on the device.
+
+    The aggregator's weights are kept in ``autocast_dtype`` (it runs under autocast in
+    that dtype), the heads' in ``head_dtype``; None falls back to ``dtype``.
+    """
+    if name.startswith(AGGREGATOR_PREFIX):
+        return autocast_dtype or dtype
+    return head_dtype or dtype
+
+
+def _upcast_own(module: nn.Module, args: tuple) -> None:
+    """Swap the module's own low-precision parameters for float32 copies while it runs."""
+    kept = {}
+    for name, param in module._parameters.items():
+        if param is not None and param.is_floating_point() and param.dtype != torch.float32:
+            kept[name] = param
+            module._parameters[name] = param.float()
+    module._low_precision_kept = kept
+
+
+def _restore_own(module: nn.Module, args: tuple, output: object) -> None:
+    """Put the stored parameters back (also after an exception: the hook always runs)."""
+    module._parameters.update(getattr(module, '_low_precision_kept', {}))
+    module._low_precision_kept = {}
+
+
+def compute_in_float32(module: nn.Module) -> nn.Module:
+    """
+    Let ``module`` keep its weights in a low precision yet compute exactly as in float32.
+
+    Every submodule that owns parameters is given hooks that, for the length of its own
+    forward, use float32 copies of them: only one layer's copy exists at a time (the
+    largest of the release heads: 16.8 M weights, 67 MB), so the heads' weights cost
+    half the memory in bfloat16 while their arithmetic stays float32; the only change is
+    each weight rounded to bfloat16 (a relative error of at most 2**-9). Idempotent.
+    """
+    for sub in module.modules():
+        if getattr(sub, '_float32_compute', False) or not any(
+                True for _ in sub.named_parameters(recurse=False)):
+            continue
+        sub.register_forward_pre_hook(_upcast_own)
+        sub.register_forward_hook(_restore_own, always_call=True)
+        sub._float32_compute = True
+    return module
+
+
 def _finish(model: LingBotMap, device: torch.device,
-            autocast_dtype: Optional[torch.dtype]) -> LingBotMap:
+            autocast_dtype: Optional[torch.dtype],
+            head_dtype: Optional[torch.dtype] = None) -> LingBotMap:
     model.aggregator.init_buffers(device)
     leftover = [n for n, t in list(model.named_parameters()) + list(model.named_buffers())
                 if t.is_meta]
     if leftover:
         raise CheckpointError(f'tensors left unmaterialised: {_keys_text(leftover)}')
-    model.set_autocast_dtype(autocast_dtype)
+    model.set_autocast_dtype(autocast_dtype)  # the aggregator is in that dtype already
+    if head_dtype not in (None, torch.float32):
+        compute_in_float32(model.camera_head)
+        compute_in_float32(model.depth_head)
     return model.eval().requires_grad_(False)
 
 
 def load_model(cfg: ModelConfig, checkpoint: Optional[PathLike] = None,
                device: Union[str, torch.device] = 'cpu', dtype: torch.dtype = torch.float32,
-               seed: int = 0, autocast_dtype: Optional[torch.dtype] = None) -> LingBotMap:
+               seed: int = 0, autocast_dtype: Optional[torch.dtype] = None,
+               head_dtype: Optional[torch.dtype] = None) -> LingBotMap:
     """
     Build the model for inference: from ``checkpoint`` strictly, or seeded random weights.
 
     ``dtype`` is the storage dtype of the weights (fp32 as released); ``autocast_dtype``
-    (None, bf16, fp16) casts the aggregator and runs it under autocast, as the
-    reference GPU demo does.
+    (None, bf16, fp16) stores the aggregator in that dtype and runs it under autocast,
+    as the reference GPU demo does. ``head_dtype`` (None: ``dtype``) stores the camera
+    and depth heads' weights in that dtype; they still compute in float32
+    (:func:`compute_in_float32`).
+
+    Each weight reaches the device once, already in its storage dtype: a checkpoint's
+    tensors are cast on the host and then moved; random weights are drawn one tensor
+    at a time. So the device never holds a float32 copy of weights kept in a lower
+    precision (for the release structure in bf16 that copy was 4.6 GB).
     """
     device = torch.device(device)
+
+    def final(name: str) -> torch.dtype:
+        return storage_dtype(name, dtype, autocast_dtype, head_dtype)
     if checkpoint is None:
-        model = random_init(cfg, seed, device=device, dtype=dtype)
-        return _finish(model, device, autocast_dtype)
+        model = random_init(cfg, seed, device=device, dtype=dtype, storage=final)
+        return _finish(model, device, autocast_dtype, head_dtype)
     state = read_state_dict(checkpoint)
     model = _build_meta(cfg)
     check_state_dict(state, model, str(checkpoint))
-    state = {k: v.to(device=device, dtype=dtype if v.is_floating_point() else v.dtype)
+    state = {k: (v.to(final(k)) if v.is_floating_point() else v).to(device)
              for k, v in state.items()}
     model.load_state_dict(state, strict=True, assign=True)
-    return _finish(model, device, autocast_dtype)
+    return _finish(model, device, autocast_dtype, head_dtype)
 
 
 def random_init(cfg: ModelConfig, seed: int, device: Union[str, torch.device] = 'cpu',
-                dtype: torch.dtype = torch.float32) -> LingBotMap:
+                dtype: torch.dtype = torch.float32,
+                storage: Optional[Callable[[str], torch.dtype]] = None) -> LingBotMap:
     """
     Return a model with seeded random weights of sane scale (same seed, same device: same).
 
     Linear/conv weights N(0, 1/fan_in), biases N(0, 0.05^2), LayerNorm N(1, 0.1^2) /
     N(0, 0.05^2), LayerScale N(0.2, 0.05^2), free tokens and tables N(0, 0.5^2); the
     pose branch's last layer is scaled down and offset so the field of view is positive.
+    Values are drawn in ``dtype``, one tensor at a time, and each is then kept in
+    ``storage(name)`` (default ``dtype``): the device never holds more than the final
+    weights plus one tensor being drawn.
     """
     device = torch.device(device)
-    model = _build_meta(cfg).to_empty(device=device).to(dtype)
+    model = _build_meta(cfg)
     gen = torch.Generator(device=device).manual_seed(int(seed))
+    fc2 = model.camera_head.pose_branch.fc2
+    late = None  # the pose bias: drawn in turn, then drawn again last (the recipe's order)
     with torch.no_grad():
-        for module in model.modules():
-            for name, param in module.named_parameters(recurse=False):
+        for prefix, module in model.named_modules():
+            for name, param in list(module.named_parameters(recurse=False)):
                 mean, std = _init_stats(module, name, param)
-                param.normal_(mean, std, generator=gen)
-        fc2 = model.camera_head.pose_branch.fc2
-        fc2.weight.mul_(POSE_FC2_WEIGHT_SCALE)
-        fc2.bias.normal_(0.0, POSE_FC2_BIAS_STD, generator=gen)
-        fc2.bias.add_(torch.tensor(POSE_FC2_BIAS_OFFSET, dtype=dtype, device=device))
+                drawn = torch.empty(param.shape, dtype=dtype, device=device)
+                drawn.normal_(mean, std, generator=gen)
+                if module is fc2 and name == 'weight':
+                    drawn.mul_(POSE_FC2_WEIGHT_SCALE)
+                if module is fc2 and name == 'bias':
+                    late = (prefix, drawn)
+                    continue
+                _place(module, name, drawn, storage, f'{prefix}.{name}' if prefix else name)
+        prefix, drawn = late
+        drawn.normal_(0.0, POSE_FC2_BIAS_STD, generator=gen)
+        drawn.add_(torch.tensor(POSE_FC2_BIAS_OFFSET, dtype=dtype, device=device))
+        _place(fc2, 'bias', drawn, storage, f'{prefix}.bias')
     model.aggregator.init_buffers(device)
     return model.eval()
+
+
+def _place(module: nn.Module, name: str, drawn: torch.Tensor,
+           storage: Optional[Callable[[str], torch.dtype]], qualified: str) -> None:
+    """Put a drawn tensor in as the parameter ``name``, cast to its storage dtype."""
+    if storage is not None:
+        drawn = drawn.to(storage(qualified))
+    module._parameters[name] = nn.Parameter(drawn)
 
 
 def _init_stats(module: nn.Module, name: str, param: torch.Tensor) -> tuple:

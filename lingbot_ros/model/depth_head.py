@@ -15,7 +15,11 @@
 """
 DPT depth head: four token layers -> a per-pixel depth and confidence map.
 
-Each frame is decoded on its own (frames are batched in chunks only to bound memory).
+Each frame is decoded on its own (frames are batched in chunks only to bound memory:
+``chunk`` frames at a time, the config's ``frames_chunk_size`` unless a caller sets it;
+at full resolution one release frame's decoder holds about 0.2 GB, so a scale call of 8
+frames in one chunk needs 1.3 GB more than one of 1). Sums whose left side is a fresh
+result are added in place, which changes no number and saves one full-size map each.
 Two details of the reference matter for its numbers and are kept on purpose: the
 residual units add the ReLU of their input (the reference's in-place ReLU overwrote it),
 and the 0.1-scaled sin/cos position embedding is computed in float64.
@@ -78,7 +82,7 @@ class _ResidualUnit(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = F.relu(x)
-        return self.conv2(F.relu(self.conv1(x))) + x
+        return self.conv2(F.relu(self.conv1(x), inplace=True)).add_(x)
 
 
 class _FusionBlock(nn.Module):
@@ -94,7 +98,7 @@ class _FusionBlock(nn.Module):
     def forward(self, x: torch.Tensor, skip: torch.Tensor | None,
                 size: Sequence[int]) -> torch.Tensor:
         if skip is not None:
-            x = x + self.resConfUnit1(skip)
+            x = self.resConfUnit1(skip).add_(x)  # a + b == b + a, bit for bit
         return self.out_conv(_resize(self.resConfUnit2(x), size))
 
 
@@ -174,16 +178,17 @@ class DepthHead(nn.Module):
             x = self.norm(tokens.reshape(b * s, ph * pw, tokens.shape[-1]))
             x = x.permute(0, 2, 1).reshape(b * s, -1, ph, pw)
             x = self.projects[i](x)
-            x = x + self._pos(ph, pw, x.shape[1], aspect, x.device)
+            x.add_(self._pos(ph, pw, x.shape[1], aspect, x.device))
             feats.append(self.resize_layers[i](x))
         sc = self.scratch
         l1, l2, l3, l4 = (getattr(sc, f'layer{i + 1}_rn')(f) for i, f in enumerate(feats))
+        feats = x = None  # let the projections go before the full-resolution stages
         out = sc.refinenet4(l4, None, l3.shape[2:])
         out = sc.refinenet3(out, l3, l2.shape[2:])
         out = sc.refinenet2(out, l2, l1.shape[2:])
         out = sc.refinenet1(out, l1, (2 * l1.shape[2], 2 * l1.shape[3]))
         out = _resize(sc.output_conv1(out), (ph * self.patch_size, pw * self.patch_size))
-        out = out + self._pos(out.shape[2], out.shape[3], out.shape[1], aspect, out.device)
+        out.add_(self._pos(out.shape[2], out.shape[3], out.shape[1], aspect, out.device))
         out = sc.output_conv2(out)
         depth = out[:, 0].exp().reshape(b, s, out.shape[2], out.shape[3], 1)
         conf = (1 + out[:, 1].exp()).reshape(b, s, out.shape[2], out.shape[3])

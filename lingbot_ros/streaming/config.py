@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from enum import Enum
 import re
 from typing import Any, Mapping, Optional
 
@@ -35,6 +36,21 @@ KEYFRAME_MODES = ('interval', 'flow')
 DTYPES = ('float32', 'bfloat16', 'float16')
 BACKENDS = ('auto', 'sdpa', 'flashinfer')
 _DEVICE = re.compile(r'^(auto|cpu|cuda(:\d+)?)$')
+
+
+class WeightsDtype(str, Enum):
+    """How the weights are stored on the device (``dtype`` is what the aggregator runs in)."""
+
+    AUTO = 'auto'        # the aggregator in dtype, the heads in float32 (as the reference)
+    COMPUTE = 'compute'  # every weight in dtype; the heads still compute in float32
+
+
+class KvCacheDtype(str, Enum):
+    """How the aggregator's KV cache is stored (attention always runs in ``dtype``)."""
+
+    AUTO = 'auto'                # the compute dtype
+    FLOAT8_E4M3 = 'float8_e4m3'  # half of bf16's bytes; values clamped to +-448
+
 
 # Fields that may change while a stream runs; they take effect from the next frame.
 RUNTIME_SAFE = frozenset({'keyframe_mode', 'keyframe_interval', 'flow_threshold_px',
@@ -120,6 +136,15 @@ class EngineConfig:
     ``seed``; ``checkpoint`` is a file path or ``hf://<owner>/<repo>[@<revision>]/<file>``
     (fetched into the Hugging Face cache on first use, see :mod:`lingbot_ros.model.hub`).
     ``device='auto'`` picks CUDA when available.
+
+    Memory options (all off by default, see :mod:`lingbot_ros.streaming.memory`):
+    ``weights_dtype='compute'`` keeps the heads' weights in ``dtype`` too (they still
+    compute in float32: only the weights are rounded); ``kv_cache_dtype='float8_e4m3'``
+    stores the aggregator's keys and values in float8; ``depth_chunk_frames`` decodes
+    that many frames of a call at a time in the depth head (0: the model's own number);
+    ``expandable_segments`` makes PyTorch's CUDA allocator map memory in growable
+    segments, so memory freed by one phase (the scale call) is there for the next (a
+    CUDA-graph capture) instead of staying stranded in half-used blocks.
     """
 
     checkpoint: Optional[str] = None
@@ -130,6 +155,18 @@ class EngineConfig:
     attention_backend: str = 'auto'
     seed: int = 0
     cuda_graphs: bool = True  # replay streaming frames as CUDA graphs (CUDA only)
+    weights_dtype: WeightsDtype = WeightsDtype.AUTO
+    kv_cache_dtype: KvCacheDtype = KvCacheDtype.AUTO
+    depth_chunk_frames: int = 0
+    expandable_segments: bool = False
+
+    def __post_init__(self) -> None:
+        # Parameters arrive as strings (YAML, ROS): take the enum member that has the value.
+        for name, kind in (('weights_dtype', WeightsDtype), ('kv_cache_dtype', KvCacheDtype)):
+            value = getattr(self, name)
+            if isinstance(value, str) and not isinstance(value, kind) and \
+                    value in {m.value for m in kind}:
+                object.__setattr__(self, name, kind(value))
 
     def validate(self) -> 'EngineConfig':
         """Check every field once; return self so it chains."""
@@ -154,6 +191,15 @@ class EngineConfig:
                  self.attention_backend, f'one of {list(BACKENDS)}')
         _require(_is_int(self.seed) and self.seed >= 0, 'seed', self.seed, 'an integer >= 0')
         _require(isinstance(self.cuda_graphs, bool), 'cuda_graphs', self.cuda_graphs, 'a bool')
+        _require(isinstance(self.weights_dtype, WeightsDtype), 'weights_dtype',
+                 self.weights_dtype, f'one of {[m.value for m in WeightsDtype]}')
+        _require(isinstance(self.kv_cache_dtype, KvCacheDtype), 'kv_cache_dtype',
+                 self.kv_cache_dtype, f'one of {[m.value for m in KvCacheDtype]}')
+        _require(_is_int(self.depth_chunk_frames) and self.depth_chunk_frames >= 0,
+                 'depth_chunk_frames', self.depth_chunk_frames,
+                 "an integer >= 0 (0 = the model's own chunk)")
+        _require(isinstance(self.expandable_segments, bool), 'expandable_segments',
+                 self.expandable_segments, 'a bool')
         return self
 
     def replace(self, **changes: Any) -> 'EngineConfig':

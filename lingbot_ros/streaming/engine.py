@@ -16,7 +16,10 @@
 The loaded model plus everything sessions share: device, dtype, cache back end.
 
 One engine serves any number of sessions (one per camera); each session owns its
-caches. Loading fails early with the path and the reason.
+caches. Loading fails early with the path and the reason. What a configuration will
+need on the device is known before anything is allocated:
+:func:`lingbot_ros.streaming.memory.estimate` (and :meth:`Engine.memory_estimate` once
+loaded).
 """
 
 from __future__ import annotations
@@ -27,12 +30,41 @@ from typing import Any, Optional
 from lingbot_ros.model.config import ConfigError, ModelConfig
 from lingbot_ros.model.hub import HubError, resolve_checkpoint, ResolvedCheckpoint
 from lingbot_ros.streaming.caches import CacheFactory, paged_cache_factory
-from lingbot_ros.streaming.config import EngineConfig, StreamConfig
+from lingbot_ros.streaming.config import (EngineConfig, KvCacheDtype, StreamConfig,
+                                          WeightsDtype)
 from lingbot_ros.streaming.session import Prepared, Session, SessionContext
 import numpy as np
 import torch
 
 _DTYPES = {'float32': torch.float32, 'bfloat16': torch.bfloat16, 'float16': torch.float16}
+
+
+def use_expandable_segments() -> bool:
+    """
+    Switch PyTorch's CUDA allocator to expandable segments for what is allocated next.
+
+    Measured on the H200 capped at 8 GiB (release, bf16, 294x518, window 48): with fixed
+    segments 0.9 GiB stayed reserved in half-used blocks after the scale call and the
+    CUDA-graph capture then ran out of memory at 7.1 GiB allocated. Return False where
+    this PyTorch has no such switch (set ``PYTORCH_CUDA_ALLOC_CONF`` there instead).
+    """
+    setter = getattr(torch.cuda.memory, '_set_allocator_settings', None)
+    if setter is None:
+        return False
+    setter('expandable_segments:True')
+    return True
+
+
+def kv_storage_dtype(cfg: EngineConfig) -> torch.dtype:
+    """Return the aggregator cache's storage dtype: the compute dtype, or float8 e4m3."""
+    if cfg.kv_cache_dtype == KvCacheDtype.FLOAT8_E4M3:
+        return torch.float8_e4m3fn
+    return _DTYPES[cfg.dtype]
+
+
+def head_storage_dtype(cfg: EngineConfig) -> torch.dtype:
+    """Return the dtype the heads' weights are kept in (they compute in float32 anyway)."""
+    return _DTYPES[cfg.dtype] if cfg.weights_dtype == WeightsDtype.COMPUTE else torch.float32
 
 
 class EngineError(RuntimeError):
@@ -49,23 +81,25 @@ def _resolve_device(name: str) -> torch.device:
 
 
 def _resolve_backend(name: str, device: torch.device, dtype: torch.dtype,
-                     model_cfg: ModelConfig) -> tuple:
+                     model_cfg: ModelConfig, kv_dtype: Optional[torch.dtype] = None) -> tuple:
     """
     Return (backend, reason) for the aggregator cache, as the cache layer decides it.
 
     FlashInfer compiles its kernel here (configure time) rather than on the first
-    frame; if that fails, ``auto`` falls back to SDPA and says why.
+    frame, for the cache's storage dtype ``kv_dtype`` (default ``dtype``); if that
+    fails, ``auto`` falls back to SDPA and says why.
     """
     from lingbot_ros.cache.backends import resolve_backend, warm_up_flashinfer
     agg = model_cfg.aggregator
+    kv_dtype = kv_dtype or dtype
     try:
-        backend, reason = resolve_backend(name, device, streams=1, dtype=dtype,
+        backend, reason = resolve_backend(name, device, streams=1, dtype=kv_dtype,
                                           head_dim=agg.head_dim)
     except (ValueError, RuntimeError) as exc:
         raise EngineError(f'attention_backend={name!r}: {exc}') from exc
     if backend == 'flashinfer':
         try:
-            warm_up_flashinfer(device, agg.num_heads, agg.head_dim, dtype)
+            warm_up_flashinfer(device, agg.num_heads, agg.head_dim, dtype, kv_dtype)
         except Exception as exc:  # noqa: BLE001 - any kernel build failure
             if name == 'flashinfer':
                 raise EngineError(f'attention_backend=flashinfer: the kernel failed to build '
@@ -94,8 +128,12 @@ class Engine:
     def __init__(self, model: Any, model_config: ModelConfig, device: torch.device,
                  dtype: torch.dtype, backend: str, description: str,
                  cache_factory: Optional[CacheFactory] = None, cuda_graphs: bool = False,
-                 checkpoint: Optional[ResolvedCheckpoint] = None) -> None:
+                 checkpoint: Optional[ResolvedCheckpoint] = None,
+                 kv_dtype: Optional[torch.dtype] = None,
+                 config: Optional[EngineConfig] = None) -> None:
         self.model = model
+        self.kv_dtype = kv_dtype or dtype  # the aggregator cache's storage dtype
+        self.config = config  # what it was loaded from (None: built by hand)
         # the weights' file, its sha256 and the spec it came from; None: random weights
         self.checkpoint = checkpoint
         self.model_config = model_config
@@ -118,10 +156,12 @@ class Engine:
         """
         Build the model from ``cfg``; raise :class:`EngineError` naming path and reason.
 
-        ``dtype`` other than float32 keeps the weights in float32 and runs the
-        aggregator under autocast in that dtype (heads in float32), as the reference.
-        An ``hf://`` checkpoint is resolved through the Hugging Face cache first; the file
-        read and its sha256 end up in ``engine.checkpoint``.
+        ``dtype`` other than float32 keeps the aggregator's weights in that dtype and runs
+        it under autocast (heads in float32), as the reference; ``weights_dtype='compute'``
+        keeps the heads' weights in that dtype too (still computing in float32). Each
+        weight reaches the device once, in its final dtype. An ``hf://`` checkpoint is
+        resolved through the Hugging Face cache first; the file read and its sha256 end up
+        in ``engine.checkpoint``.
         """
         from lingbot_ros.model.checkpoint import CheckpointError, load_model
         cfg = cfg.validate()
@@ -130,9 +170,12 @@ class Engine:
         except ConfigError as exc:
             raise EngineError(str(exc)) from exc
         device = _resolve_device(cfg.device)
+        if device.type == 'cuda' and cfg.expandable_segments:
+            use_expandable_segments()  # before the first weight is allocated
         dtype = _DTYPES[cfg.dtype]
+        kv_dtype = kv_storage_dtype(cfg)
         backend, backend_reason = _resolve_backend(cfg.attention_backend, device, dtype,
-                                                   model_cfg)
+                                                   model_cfg, kv_dtype)
         resolved = None
         if cfg.checkpoint is not None:
             try:
@@ -143,9 +186,12 @@ class Engine:
             model = load_model(model_cfg, None if resolved is None else resolved.path,
                                device=device, dtype=torch.float32,
                                seed=cfg.seed,
-                               autocast_dtype=None if dtype == torch.float32 else dtype)
+                               autocast_dtype=None if dtype == torch.float32 else dtype,
+                               head_dtype=head_storage_dtype(cfg))
         except CheckpointError as exc:
             raise EngineError(str(exc)) from exc
+        if cfg.depth_chunk_frames:
+            model.depth_head.chunk = cfg.depth_chunk_frames
         if cfg.checkpoint is None:
             description = f'random weights (preset {cfg.preset}, seed {cfg.seed})' \
                 if cfg.model_config is None else \
@@ -153,7 +199,8 @@ class Engine:
         else:
             description = str(cfg.checkpoint)
         engine = cls(model, model_cfg, device, dtype, backend, description,
-                     cuda_graphs=cfg.cuda_graphs, checkpoint=resolved)
+                     cuda_graphs=cfg.cuda_graphs, checkpoint=resolved, kv_dtype=kv_dtype,
+                     config=cfg)
         engine.backend_reason = backend_reason
         return engine
 
@@ -161,7 +208,23 @@ class Engine:
         """Bundle what sessions of this engine share."""
         return SessionContext(model=self.runner, model_config=self.model_config,
                               device=self.device, dtype=self.dtype, backend=self.backend,
-                              cache_factory=self.cache_factory, prepare=self._prepare)
+                              cache_factory=self.cache_factory, prepare=self._prepare,
+                              kv_dtype=self.kv_dtype)
+
+    def memory_estimate(self, stream_cfg: StreamConfig, input_hw: tuple, cameras: int = 1):
+        """
+        Return the :class:`~lingbot_ros.streaming.memory.MemoryEstimate` of this engine.
+
+        Same formulas as :func:`~lingbot_ros.streaming.memory.estimate` before loading,
+        with the back end this engine actually chose (FlashInfer's warm-up may have
+        fallen back to SDPA) and whether its CUDA graphs are still on.
+        """
+        from lingbot_ros.streaming.memory import estimate
+        cfg = self.config or EngineConfig(device=str(self.device),
+                                          dtype=_dtype_name(self.dtype))
+        cfg = cfg.replace(cuda_graphs=self.runner.cuda_graphs)
+        return estimate(cfg, stream_cfg, input_hw, cameras, model_config=self.model_config,
+                        backend=self.backend, device_type=self.device.type)
 
     def new_session(self, name: str, cfg: StreamConfig) -> Session:
         """Open a new stream over this engine's model, with its own caches."""
@@ -174,6 +237,10 @@ class Engine:
                                         self.model_config.patch_size)
         return Prepared(image=tensor, model_to_input=model_to_input_matrix(plan),
                         input_hw=tuple(image_rgb.shape[:2]))
+
+
+def _dtype_name(dtype: torch.dtype) -> str:
+    return next(name for name, value in _DTYPES.items() if value == dtype)
 
 
 def model_to_input_matrix(plan: Any) -> np.ndarray:
@@ -194,7 +261,9 @@ class _Runner:
     A streaming frame (one frame, not the first, not a scale frame) on a CUDA device
     goes through a :class:`~lingbot_ros.model.graphs.GraphedStep` captured once per
     (size, depth on/off, camera iterations); everything else runs eagerly. If a
-    capture fails the runner says why in ``graph_status`` and stays eager.
+    capture fails the runner says why in ``graph_status`` and stays eager. All captures
+    share one graph pool (they never run at the same time): a second capture reuses
+    the first one's intermediate memory instead of reserving a pool of its own.
     """
 
     MAX_GRAPHS = 8  # distinct (size, options) captures kept; each holds one frame's buffers
@@ -204,6 +273,7 @@ class _Runner:
         self.cuda_graphs = cuda_graphs
         self.graph_status = 'off' if not cuda_graphs else 'waiting for the first frame'
         self._graphs: dict = {}
+        self._pool: Optional[tuple] = None  # the captures' shared graph pool
 
     def __call__(self, images: torch.Tensor, camera_iterations: int = 0, **kwargs: Any) -> Any:
         iterations = camera_iterations or None
@@ -223,13 +293,16 @@ class _Runner:
             if len(self._graphs) >= self.MAX_GRAPHS:
                 self._graphs.pop(next(iter(self._graphs)))
             from lingbot_ros.model.graphs import GraphedStep
+            if self._pool is None:
+                self._pool = torch.cuda.graph_pool_handle()
             try:
                 self._graphs[key] = GraphedStep(self.model, *key[0], with_depth=key[1],
-                                                camera_iterations=iterations)
+                                                camera_iterations=iterations, pool=self._pool)
                 self.graph_status = f'on ({len(self._graphs)} captured)'
-            except RuntimeError as exc:  # capture refused: stay eager, say why
+            except RuntimeError as exc:  # capture refused (out of memory too): stay eager
                 self.cuda_graphs = False
                 self._graphs.clear()
+                self._pool = None
                 self.graph_status = f'off: capture failed ({exc})'
                 return None
         return self._graphs[key]

@@ -35,6 +35,13 @@ maps the new window's poses and depths into the first window's frame. The keyfra
 that will seed the next window always compute depth (the Sim(3) scale needs it); an
 unplanned window (a cache overflow) with depth off keeps scale 1. If re-running the
 overlap fails, the stream restarts with a fresh scale phase (a new map frame).
+
+Device memory: if allocating the pools runs out of memory, the window is halved until
+they fit. If a call runs out of memory (its activations did not fit beside the pools),
+the call is rolled back, the pools are dropped, the window is halved (down to
+``MIN_SLIDING_WINDOW``) and a new window is seeded from the overlap frames, as at a
+window change; then the frame is tried again. The smaller window shows in ``stats()``
+(``sliding_window``) and ``memory_shrinks``; only at the floor is the error raised.
 """
 
 from __future__ import annotations
@@ -93,6 +100,7 @@ class SessionContext:
     backend: str
     cache_factory: CacheFactory
     prepare: Optional[PrepareFn] = None
+    kv_dtype: Optional[torch.dtype] = None  # the aggregator cache's storage (None: dtype)
 
 
 @dataclass
@@ -143,6 +151,17 @@ class _Record:
 
 def _host(t: Optional[torch.Tensor]) -> Optional[np.ndarray]:
     return None if t is None else t.detach().float().cpu().numpy()
+
+
+OutOfMemory = torch.cuda.OutOfMemoryError
+OOM_REASON_CHARS = 200
+
+
+def _oom_reason(exc: BaseException) -> str:
+    """Return the first line of an out-of-memory error, short enough for diagnostics."""
+    text = str(exc).strip().splitlines()
+    line = text[0] if text else type(exc).__name__
+    return line[:OOM_REASON_CHARS]
 
 
 class Session:
@@ -227,6 +246,8 @@ class Session:
         self._evictions = 0
         self._overflows = 0
         self._calls = 0
+        self._memory_shrinks = 0      # windows halved because a call ran out of memory
+        self.last_oom: Optional[str] = None  # why, the last time
         self.trajectory.clear()
         self.last_call_stats = []
 
@@ -237,6 +258,11 @@ class Session:
     @property
     def frames_seen(self) -> int:
         return self._index
+
+    @property
+    def memory_shrinks(self) -> int:
+        """Count calls that ran out of device memory and halved the window (since reset)."""
+        return self._memory_shrinks
 
     def stats(self) -> CacheStats:
         """Report the current window's cache state and the session's lifetime counters."""
@@ -352,7 +378,8 @@ class Session:
                     global_heads=agg.num_heads, global_head_dim=agg.head_dim,
                     camera_layers=cam.trunk_depth * self._iterations(),
                     camera_heads=cam.num_heads, camera_head_dim=mc.head_width // cam.num_heads,
-                    device=self._ctx.device, dtype=self._ctx.dtype, backend=self._ctx.backend)
+                    device=self._ctx.device, dtype=self._ctx.kv_dtype or self._ctx.dtype,
+                    backend=self._ctx.backend)
                 try:
                     self._caches = (key, *self._ctx.cache_factory(spec))
                     break
@@ -376,19 +403,29 @@ class Session:
         self._map_epoch += 1  # a scale phase starts a map of its own (not aligned to any other)
         entries, self._buffer = self._buffer, []
         images = torch.stack([p.image for p, _ in entries])
-        gc, cc = self._caches_for(*images.shape[-2:])
-        window = _Window(index=self._windows_opened, agg=gc, camera=cc,
-                         overlap=deque(maxlen=self._cfg.scale_frames))
-        self._window = window
-        try:
-            seeds_next = len(entries) > self.window_limit - self._cfg.scale_frames
-            host, model_ms = self._forward(
-                window, images, first=True, scale=True, defer=False,
-                with_depth=self._cfg.with_depth or seeds_next, phase='scale',
-                frames=range(self._index, self._index + len(entries)))
-        except BaseException:
-            self._window = None
-            raise
+        while True:
+            gc, cc = self._caches_for(*images.shape[-2:])
+            window = _Window(index=self._windows_opened, agg=gc, camera=cc,
+                             overlap=deque(maxlen=self._cfg.scale_frames))
+            self._window = window
+            oom = None
+            try:
+                seeds_next = len(entries) > self.window_limit - self._cfg.scale_frames
+                host, model_ms = self._forward(
+                    window, images, first=True, scale=True, defer=False,
+                    with_depth=self._cfg.with_depth or seeds_next, phase='scale',
+                    frames=range(self._index, self._index + len(entries)))
+                break
+            except OutOfMemory as exc:
+                self._window = None
+                if self._window_frames <= MIN_SLIDING_WINDOW:
+                    raise
+                oom = _oom_reason(exc)
+            except BaseException:
+                self._window = None
+                raise
+            window = gc = cc = None
+            self._shrink_for_memory(oom)  # outside the handler: the call's tensors are gone
         self._finish(window, True)
         records = []
         for j, (prep, stamp) in enumerate(entries):
@@ -416,10 +453,12 @@ class Session:
         decision = self._policy.before(since, first)
         # Depth is also needed by flow decisions and, for the Sim(3) scale, by the
         # keyframes that will seed the next window (the last scale_frames of this one).
-        seeds_next = decision is True and \
-            window.time >= self.window_limit - self._cfg.scale_frames
-        needs_depth = self._cfg.with_depth or self._policy.needs_flow or seeds_next
-        for attempt in (0, 1):
+        overflowed = False
+        while True:
+            seeds_next = decision is True and \
+                window.time >= self.window_limit - self._cfg.scale_frames
+            needs_depth = self._cfg.with_depth or self._policy.needs_flow or seeds_next
+            oom = None
             try:
                 host, model_ms = self._forward(
                     window, prep.image[None], first=False, scale=False,
@@ -429,10 +468,21 @@ class Session:
             except CacheOverflow:
                 # The cache refused the frame and changed nothing: open a window, retry once.
                 self._overflows += 1
-                if attempt:
+                if overflowed:
                     raise
+                overflowed = True
                 self._open_window()
                 window = self._window
+                continue
+            except OutOfMemory as exc:
+                # Rolled back by _forward. At the smallest window there is nothing to give.
+                if self._window_frames <= MIN_SLIDING_WINDOW:
+                    raise
+                oom = _oom_reason(exc)
+            # Outside the handler, so the failed call's activations went with its traceback.
+            self._shrink_for_memory(oom)
+            self._open_window()
+            window = self._window
         try:
             ftype = FrameType.KEYFRAME if decision else FrameType.NON_KEYFRAME
             rec = self._record(host, 0, prep, stamp_ns, ftype, window, model_ms)
@@ -459,13 +509,32 @@ class Session:
         return self._published(rec)
 
     def _open_window(self) -> None:
-        """Start a new window seeded with the last committed frames, aligned by Sim(3)."""
+        """
+        Start a new window seeded with the last committed frames, aligned by Sim(3).
+
+        Running out of memory while re-running them halves the window (fresh, smaller
+        pools) and tries again; at the smallest window the error is raised and the
+        stream restarts with a scale phase.
+        """
         old = self._window
-        kept = list(old.overlap)
-        gc, cc = self._caches_for(*kept[0].image.shape[-2:])
-        window = _Window(index=old.index + 1, agg=gc, camera=cc,
-                         overlap=deque(kept, maxlen=self._cfg.scale_frames))
+        index, kept = old.index + 1, list(old.overlap)
         self._window = None  # a failure below restarts the stream with a scale phase
+        old.agg = old.camera = None  # the pools stay only in self._caches (dropped on a shrink)
+        while True:
+            oom = None
+            try:
+                self._seed_window(index, kept)
+                return
+            except OutOfMemory as exc:
+                if self._window_frames <= MIN_SLIDING_WINDOW:
+                    raise
+                oom = _oom_reason(exc)
+            self._shrink_for_memory(oom)
+
+    def _seed_window(self, index: int, kept: list) -> None:
+        gc, cc = self._caches_for(*kept[0].image.shape[-2:])
+        window = _Window(index=index, agg=gc, camera=cc,
+                         overlap=deque(kept, maxlen=self._cfg.scale_frames))
         images = torch.stack([k.image for k in kept])
         with_depth = all(k.depth_map is not None for k in kept)
         host, _ = self._forward(window, images, first=True, scale=True, defer=False,
@@ -478,6 +547,24 @@ class Session:
                                     [k.depth_map for k in kept] if with_depth else None, depths)
         self._window = window
         self._windows_opened += 1
+
+    def _shrink_for_memory(self, reason: str) -> None:
+        """
+        Halve the window after a call ran out of device memory; drop the pools it had.
+
+        The call was rolled back; the caller then seeds a window of the new size (a new
+        pool is allocated by ``_caches_for``, itself halving further if that fails).
+        """
+        self._memory_shrinks += 1
+        self.last_oom = (f'out of device memory at sliding_window={self._window_frames}; '
+                         f'halved to {max(MIN_SLIDING_WINDOW, self._window_frames // 2)} '
+                         f'({reason})')
+        self._window_frames = max(MIN_SLIDING_WINDOW, self._window_frames // 2)
+        if self._window is not None:
+            self._window.agg = self._window.camera = None
+        self._caches = None
+        if self._ctx.device.type == 'cuda':
+            torch.cuda.empty_cache()
 
     # --- one transaction ------------------------------------------------------------------
 
