@@ -17,7 +17,7 @@
 import gc
 
 from lingbot_ros.streaming.config import EngineConfig, StreamConfig
-from lingbot_ros.streaming.engine import Engine
+from lingbot_ros.streaming.engine import allocator_settings, Engine
 import numpy as np
 import pytest
 import torch
@@ -53,9 +53,7 @@ def capped():
         yield
     finally:
         torch.cuda.set_per_process_memory_fraction(1.0)
-        setter = getattr(torch.cuda.memory, '_set_allocator_settings', None)
-        if setter is not None:  # the profile switched it on for the whole process
-            setter('expandable_segments:False')
+        allocator_settings('expandable_segments:False')  # the profile set it process-wide
         gc.collect()
         torch.cuda.empty_cache()
 

@@ -21,7 +21,9 @@ working memory of one step fit the card, and which part to shrink when they do n
 Weights and KV pools are exact (the bytes the tensors hold); workspaces are the
 constants the code allocates; activations and graph pools follow the formulas below,
 checked against ``torch.cuda.max_memory_allocated`` on an H200
-(``benchmarks/memory_table.py``, ``test/test_memory_gpu.py``).
+(``benchmarks/memory_table.py``, ``test/test_memory_gpu.py``): measured/estimated peak
+1.001-1.017 over windows 16-64 at 294x518 and 378x504, default and 8 GB settings
+(``benchmarks/results/memory_table_h200*.txt``).
 
 Two totals: ``total`` is what the device must hold at the worst moment (a window
 re-seed, which runs ``scale_frames`` frames eagerly while the CUDA-graph pool stays
