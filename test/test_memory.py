@@ -270,12 +270,6 @@ def _yaml(name: str) -> dict:
     return yaml.safe_load((ROOT / 'config' / name).read_text())['/**']['ros__parameters']
 
 
-# What the profile needs besides the parameters lingbot.yaml has today; once the node
-# declares these parameters, the YAML's own values are used instead.
-PROFILE_EXTRA = {'weights_dtype': 'compute', 'depth_chunk_frames': 1,
-                 'expandable_segments': True, 'max_window_frames': 256}
-
-
 def test_8gb_profile_parses_with_the_same_keys_as_the_default():
     default, small = _yaml('lingbot.yaml'), _yaml('lingbot_8gb.yaml')
     assert list(small) == list(default)
@@ -285,17 +279,10 @@ def test_8gb_profile_parses_with_the_same_keys_as_the_default():
 
 
 def test_8gb_profile_fits_8_gib_at_294x518_by_estimate():
-    values = _yaml('lingbot_8gb.yaml')
-    extra = {k: values.get(k, v) for k, v in PROFILE_EXTRA.items()}
-    ecfg = EngineConfig(preset='release', device='cuda', dtype=values['dtype'],
-                        attention_backend=values['attention_backend'],
-                        cuda_graphs=values['cuda_graphs'],
-                        **{k: extra[k] for k in ('weights_dtype', 'depth_chunk_frames',
-                                                 'expandable_segments')})
-    scfg = StreamConfig(scale_frames=values['scale_frames'],
-                        sliding_window=values['sliding_window'],
-                        image_size=values['image_size'],
-                        max_window_frames=extra['max_window_frames'])
+    from lingbot_ros.ros.params import engine_config, stream_config
+    params = parse(_yaml('lingbot_8gb.yaml'))  # exactly what the node builds from the file
+    ecfg, scfg = engine_config(params, cuda_available=True), stream_config(params)
+    assert ecfg.expandable_segments and scfg.max_window_frames == 256
     est = estimate(ecfg, scfg, (720, 1280), backend='flashinfer', device_type='cuda')
     assert est.model_hw == (294, 518)
     assert est.total <= 7.5 * GIB, est.describe()  # room for the CUDA context on a real card

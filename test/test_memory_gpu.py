@@ -15,12 +15,14 @@
 """The 8 GB profile on a GPU capped at 8 GiB: it runs, and its peak is what was estimated."""
 
 import gc
+from pathlib import Path
 
 from lingbot_ros.streaming.config import EngineConfig, StreamConfig
 from lingbot_ros.streaming.engine import allocator_settings, Engine
 import numpy as np
 import pytest
 import torch
+import yaml
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(),
                                                   reason='needs a CUDA device')]
@@ -28,12 +30,14 @@ pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(),
 GIB = 1024 ** 3
 CAP = 8 * GIB
 CAMERA_HW = (720, 1280)  # 16:9 -> the 294x518 model grid at image_size 518
-# config/lingbot_8gb.yaml, with the parameters the node maps onto these fields.
-PROFILE_ENGINE = {'preset': 'release', 'device': 'cuda', 'dtype': 'bfloat16',
-                  'weights_dtype': 'compute', 'depth_chunk_frames': 1,
-                  'expandable_segments': True}
-PROFILE_STREAM = {'scale_frames': 8, 'sliding_window': 48, 'image_size': 518,
-                  'max_window_frames': 256}
+PROFILE = Path(__file__).resolve().parents[1] / 'config' / 'lingbot_8gb.yaml'
+
+
+def _profile() -> tuple:
+    """Return (EngineConfig, StreamConfig) of config/lingbot_8gb.yaml, as the node builds them."""
+    from lingbot_ros.ros.params import engine_config, parse, stream_config
+    params = parse(yaml.safe_load(PROFILE.read_text())['/**']['ros__parameters'])
+    return engine_config(params, cuda_available=True), stream_config(params)
 
 
 def _frames(count: int, hw=CAMERA_HW):
@@ -61,8 +65,8 @@ def capped():
 def test_8gb_profile_runs_window_48_at_294x518_within_its_estimate(capped):
     base = torch.cuda.memory_allocated()
     torch.cuda.reset_peak_memory_stats()
-    engine = Engine.load(EngineConfig(**PROFILE_ENGINE))
-    cfg = StreamConfig(**PROFILE_STREAM)
+    engine_cfg, cfg = _profile()
+    engine = Engine.load(engine_cfg.replace(device='cuda'))
     est = engine.memory_estimate(cfg, CAMERA_HW)
     assert est.model_hw == (294, 518)
     assert est.total <= CAP, est.describe()

@@ -29,7 +29,8 @@ import os
 import re
 from typing import Any, Callable, Mapping, Optional
 
-from lingbot_ros.streaming.config import EngineConfig, StreamConfig
+from lingbot_ros.streaming.config import (EngineConfig, KvCacheDtype, StreamConfig,
+                                          WeightsDtype)
 from lingbot_ros.streaming.map_cloud import MapCloudConfig
 from rcl_interfaces.msg import (FloatingPointRange, IntegerRange, ParameterDescriptor,
                                 ParameterType)
@@ -91,6 +92,19 @@ SPECS: tuple[Spec, ...] = (
          low=0, high=2**31 - 1),
     Spec('cuda_graphs', True, 'Replay each streaming frame as CUDA graphs cut at the cache '
          'calls (CUDA only; falls back to eager, reported in diagnostics).', read_only=True),
+    Spec('weights_dtype', 'auto', "How weights are stored. 'auto': the aggregator in dtype, "
+         "the heads in float32 (as released); 'compute': the heads in dtype too (they still "
+         'compute in float32; about 0.34 GiB less for the release model).', read_only=True,
+         choices=('auto', 'compute')),
+    Spec('kv_cache_dtype', 'auto', "Aggregator KV cache storage. 'auto': the compute dtype; "
+         "'float8_e4m3': half the bytes of bfloat16 (opt-in; its drift is in the README).",
+         read_only=True, choices=('auto', 'float8_e4m3')),
+    Spec('depth_chunk_frames', 0, 'Frames the depth head decodes at once in a multi-frame '
+         "call (0: the model's own, 8); 1 bounds the scale call's memory (about 1.1 GiB less "
+         'at 294x518).', read_only=True, low=0, high=64),
+    Spec('expandable_segments', False, "PyTorch CUDA allocator's expandable segments: memory "
+         'one phase frees is usable by the next instead of stranded in half-used blocks '
+         '(what lets window 48 capture its graphs under 8 GiB).', read_only=True),
     Spec('image_size', 518, 'Model input width in pixels (a multiple of the 14 px patch); '
          'the height follows the camera aspect ratio.', read_only=True, low=28, high=1036,
          check=lambda v: v % 14 == 0, rule='a multiple of 14 in [28, 1036]'),
@@ -99,6 +113,9 @@ SPECS: tuple[Spec, ...] = (
          'no output until they are in.', read_only=True, low=1, high=64),
     Spec('sliding_window', 64, 'Keyframes kept in the KV cache window (besides the scale '
          'frames); sizes the page pool.', read_only=True, low=2, high=1024),
+    Spec('max_window_frames', 0, 'Frames one window commits before a new one is seeded from '
+         "its last scale_frames (0: the model's 1024); sizes the special-token pages (256 "
+         'saves about 0.6 GiB).', read_only=True, low=0, high=1024),
     Spec('keyframe_mode', 'interval', "'interval': every Nth frame is a keyframe; 'flow': "
          'a frame is a keyframe when the image moved enough.', choices=('interval', 'flow')),
     Spec('keyframe_interval', 1, 'Every Nth frame is a keyframe (interval mode).',
@@ -203,6 +220,10 @@ class ModelParams:
     attention_backend: str
     seed: int
     cuda_graphs: bool
+    weights_dtype: str
+    kv_cache_dtype: str
+    depth_chunk_frames: int
+    expandable_segments: bool
 
 
 @dataclass(frozen=True)
@@ -211,6 +232,7 @@ class StreamParams:
 
     scale_frames: int
     sliding_window: int
+    max_window_frames: int
     keyframe_mode: str
     keyframe_interval: int
     flow_threshold_px: float
@@ -424,7 +446,10 @@ def engine_config(p: NodeParams, cuda_available: bool) -> EngineConfig:
     return EngineConfig(checkpoint=m.checkpoint or None, preset=p.resolved_preset,
                         model_config=m.model_config or None, device=m.device, dtype=dtype,
                         attention_backend=m.attention_backend, seed=m.seed,
-                        cuda_graphs=m.cuda_graphs).validate()
+                        cuda_graphs=m.cuda_graphs, weights_dtype=WeightsDtype(m.weights_dtype),
+                        kv_cache_dtype=KvCacheDtype(m.kv_cache_dtype),
+                        depth_chunk_frames=m.depth_chunk_frames,
+                        expandable_segments=m.expandable_segments).validate()
 
 
 def map_config(p: NodeParams) -> MapCloudConfig:
@@ -440,6 +465,7 @@ def stream_config(p: NodeParams) -> StreamConfig:
     """Build the streaming layer's StreamConfig shared by every camera session."""
     s = p.stream
     return StreamConfig(scale_frames=s.scale_frames, sliding_window=s.sliding_window,
+                        max_window_frames=s.max_window_frames,
                         keyframe_mode=s.keyframe_mode, keyframe_interval=s.keyframe_interval,
                         flow_threshold_px=s.flow_threshold_px,
                         max_keyframe_gap=s.max_keyframe_gap,
