@@ -60,6 +60,8 @@ class NodeInfo:
     unknown_parameters: list = field(default_factory=list)
     checkpoint_file: str = 'none'
     startup: str = 'n/a'   # process start to active, by phase (the first activation)
+    memory_estimate: str = 'n/a'        # what the device needs, from the parameters
+    memory_estimate_bytes: Optional[int] = None
     checkpoint_sha256: str = 'none'
     error: str = ''
 
@@ -98,6 +100,19 @@ def device_memory_use(device: Any) -> Optional[float]:
         return None
 
 
+def device_capacity(device: Any) -> Optional[int]:
+    """Return the bytes this process may use on ``device`` (its memory fraction), or None."""
+    if device is None:
+        return None
+    try:
+        import torch
+        total = torch.cuda.get_device_properties(device).total_memory
+        fraction = getattr(torch.cuda, 'get_per_process_memory_fraction', None)
+        return int(total * (fraction(device) if fraction else 1.0))
+    except Exception:  # noqa: BLE001 (diagnostics must not fail)
+        return None
+
+
 def node_status(info: NodeInfo, cameras: list, diag: Optional[DiagParams] = None,
                 device: Any = None) -> DiagnosticStatus:
     """Summarise the model, the device and what is missing; level says what to act on."""
@@ -115,6 +130,12 @@ def node_status(info: NodeInfo, cameras: list, diag: Optional[DiagParams] = None
         if info.fallbacks:
             level = WARN
             problems.extend(info.fallbacks)
+        capacity = device_capacity(device)
+        need = info.memory_estimate_bytes
+        if need is not None and capacity is not None and need > capacity:
+            level = WARN
+            problems.append(f'estimated device memory need {need / 2**30:.2f} GiB exceeds the '
+                            f"device's {capacity / 2**30:.2f} GiB: the KV window will shrink")
         if info.unknown_parameters:
             level = WARN
             problems.append('unknown parameters ignored: ' + ', '.join(info.unknown_parameters))
@@ -132,6 +153,7 @@ def node_status(info: NodeInfo, cameras: list, diag: Optional[DiagParams] = None
               ('cuda_graphs', info.cuda_graphs or 'n/a'),
               ('gpu_memory', gpu_memory(device)),
               ('gpu_memory_use', 'n/a' if use is None else f'{use:.3f}'),
+              ('memory_estimate', info.memory_estimate),
               ('missing_optional', ', '.join(info.missing) or 'none'),
               ('image_conversion', info.converter),
               ('unknown_parameters', ', '.join(info.unknown_parameters) or 'none'),

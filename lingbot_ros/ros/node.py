@@ -81,6 +81,7 @@ RESET_WAIT_S = 60.0        # ~/reset answers 'still waiting' after this long
 EXECUTOR_THREADS = 4       # images, diagnostics and map, services, lifecycle / parameters
 MAP_TICK_S = 0.1           # how often the map timer looks whether map_period has passed
 SAVE_DRAIN_S = 10.0        # ~/save_map waits this long for queued keyframes to merge
+NOMINAL_INPUT_HW = (480, 640)  # the camera size the start-up memory estimate assumes
 ROS_OWN_PARAMETERS = ('use_sim_time', 'start_type_description_service')
 SUCCESS = TransitionCallbackReturn.SUCCESS
 FAILURE = TransitionCallbackReturn.FAILURE
@@ -300,6 +301,7 @@ class LingbotNode(LifecycleNode):
         phases.mark('import torch')
         try:
             engine_cfg = engine_config(params, torch.cuda.is_available())
+            self._log_memory_need(engine_cfg, stream_cfg, len(params.inputs.camera_topics))
             engine = Engine.load(engine_cfg)
             phases.mark('model', getattr(engine, 'load_phases', None))
             names = params.resolved_camera_names
@@ -342,6 +344,32 @@ class LingbotNode(LifecycleNode):
         self._phases = phases
         self.info.state = NodeState.INACTIVE
         return SUCCESS
+
+    def _log_memory_need(self, engine_cfg: Any, stream_cfg: Any, cameras: int) -> None:
+        """Say what the device will need before anything is allocated (a nominal camera)."""
+        from lingbot_ros.streaming.memory import estimate
+        try:
+            est = estimate(engine_cfg, stream_cfg, NOMINAL_INPUT_HW, cameras)
+        except Exception as exc:  # noqa: BLE001 (an estimate must never stop the start)
+            self.get_logger().warning(f'no device memory estimate: {exc}')
+            return
+        self.info.memory_estimate = (f'{est.describe()} (a {NOMINAL_INPUT_HW[1]}x'
+                                     f'{NOMINAL_INPUT_HW[0]} camera; updated at the first '
+                                     'frame)')
+        self.get_logger().info(self.info.memory_estimate)
+
+    def _memory_for(self, cam: CameraStream, hw: tuple) -> None:
+        """Re-estimate with a camera's real size, once its first frame is in (worker)."""
+        if self.engine is None or self._stream_cfg is None:
+            return
+        try:
+            est = self.engine.memory_estimate(self._stream_cfg, hw, len(self.cameras))
+        except Exception as exc:  # noqa: BLE001 (an estimate must never stop the stream)
+            self.get_logger().warning(f'no device memory estimate: {exc}')
+            return
+        self.info.memory_estimate = est.describe()
+        self.info.memory_estimate_bytes = est.total
+        self.get_logger().info(f'[{cam.name}] {hw[1]}x{hw[0]} input: {est.describe()}')
 
     def _fail(self, text: str) -> TransitionCallbackReturn:
         self.get_logger().error(f'configure failed: {text}')
@@ -521,6 +549,9 @@ class LingbotNode(LifecycleNode):
             self.get_logger().warning(
                 f'[{cam.name}] stamp jumped backwards (looped bag or restarted source): '
                 "resetting this camera's session; the next frames start a new map")
+        if cam.input_hw is None:  # the first frame of this camera: now its size is known
+            cam.input_hw = tuple(rgb.shape[:2])
+            self._memory_for(cam, cam.input_hw)
         dropped = self._queue.put(Frame(cam.index, rgb, stamp, now, msg.header.frame_id))
         if dropped is not None:
             cam.counters.on_dropped()

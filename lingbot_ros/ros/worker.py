@@ -151,6 +151,7 @@ class CameraStream:
         self.sliding_window = 0   # configured window frames (0: unknown); stats say what runs
         self.map_epoch: Optional[int] = None   # the session map the published poses are in
         self.map_counters: Any = None          # the accumulated map's, for diagnostics
+        self.input_hw: Optional[tuple] = None  # size of the first frame (callback side)
         self.frame_id = ''
         self.lock = threading.Lock()   # guards trajectory and path (worker vs services)
         self.trajectory: Deque[tuple] = deque(maxlen=trajectory_length)
