@@ -109,7 +109,7 @@ class BuildingSink:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split('\n')[1])
-    p.add_argument('--preset', default='tiny')
+    p.add_argument('--preset', default='tiny')  # the model flags: when --params is not given
     p.add_argument('--device', default='auto')
     p.add_argument('--dtype', default='float32')
     p.add_argument('--frames', type=int, default=10000)
@@ -121,13 +121,33 @@ def main() -> None:
     p.add_argument('--scale-frames', type=int, default=8)
     p.add_argument('--sliding-window', type=int, default=64)
     p.add_argument('--keyframe-interval', type=int, default=1)
+    p.add_argument('--params', default=None,
+                   help='a node parameter file (e.g. config/lingbot_8gb.yaml): model and '
+                        'stream settings from it instead of the flags above')
+    p.add_argument('--cap-gib', type=float, default=0.0,
+                   help='cap this process at this much device memory (0: no cap)')
     p.add_argument('--out', default=None)
     args = p.parse_args()
-    engine = Engine.load(EngineConfig(preset=args.preset, device=args.device, dtype=args.dtype))
-    session = engine.new_session('soak', StreamConfig(
-        scale_frames=args.scale_frames, sliding_window=args.sliding_window,
-        keyframe_interval=args.keyframe_interval, image_size=args.image_size,
-        with_depth=True))
+    if args.cap_gib:
+        total = torch.cuda.get_device_properties(0).total_memory
+        torch.cuda.set_per_process_memory_fraction(min(1.0, args.cap_gib * 2**30 / total))
+    if args.params:
+        import yaml
+        from lingbot_ros.ros.params import engine_config, parse, stream_config
+        with open(args.params) as fh:
+            params = parse(yaml.safe_load(fh)['/**']['ros__parameters'])
+        engine_cfg = engine_config(params, torch.cuda.is_available())
+        stream_cfg = stream_config(params).replace(with_depth=True)
+    else:
+        engine_cfg = EngineConfig(preset=args.preset, device=args.device, dtype=args.dtype)
+        stream_cfg = StreamConfig(scale_frames=args.scale_frames,
+                                  sliding_window=args.sliding_window,
+                                  keyframe_interval=args.keyframe_interval,
+                                  image_size=args.image_size, with_depth=True)
+    engine = Engine.load(engine_cfg)
+    session = engine.new_session('soak', stream_cfg)
+    estimate = engine.memory_estimate(stream_cfg, (args.height, args.width))
+    print(estimate.describe(), flush=True)
     cam = CameraStream(0, 'soak', '/soak/image', session, window=args.every)
     maps = MapThread(1, MapCloudConfig())
     maps.start()
@@ -136,10 +156,10 @@ def main() -> None:
     worker = Worker([cam], queue, sink, lambda: session.config)
     converter = ImageConverter(use_cv_bridge=True)
     cuda = engine.device.type == 'cuda'
-    print(f'{engine.description} on {engine.device} ({args.dtype}, {engine.backend}); '
+    print(f'{engine.description} on {engine.device} ({engine.dtype}, {engine.backend}); '
           f'{args.width}x{args.height} {args.encoding}; converter: {converter.backend}')
     print(' frames window   step_p50 step_p99  e2e_p50  e2e_p99 model_p50 over_p50  '
-          'alloc_MB reserved_MB  rss_MB map_pts')
+          'alloc_MB reserved_MB  peak_MB  rss_MB map_pts kv_window')
     rows, steps, e2e, overhead = [], [], [], []
     for i, msg in enumerate(image_messages(args.height, args.width, args.encoding)):
         if i == args.frames:
@@ -170,20 +190,27 @@ def main() -> None:
                    else float('nan'),
                    'alloc_mb': torch.cuda.memory_allocated() / 2**20 if cuda else 0.0,
                    'reserved_mb': torch.cuda.memory_reserved() / 2**20 if cuda else 0.0,
+                   'peak_mb': torch.cuda.max_memory_allocated() / 2**20 if cuda else 0.0,
+                   'sliding_window': stats.sliding_window,
                    'rss_mb': rss_mb(), 'map_points': maps.counters(0).points}
             row['p99_over_p50'] = row['step_p99'] / row['step_p50']
             rows.append(row)
             print(f"{row['frames']:7d} {row['window']:6d} {row['step_p50']:9.1f} "
                   f"{row['step_p99']:8.1f} {row['e2e_p50']:8.1f} {row['e2e_p99']:8.1f} "
                   f"{row['model_p50']:9.1f} {row['overhead_p50']:8.1f} "
-                  f"{row['alloc_mb']:9.1f} {row['reserved_mb']:11.1f} "
-                  f"{row['rss_mb']:7.1f} {row['map_points']:7d}", flush=True)
+                  f"{row['alloc_mb']:9.1f} {row['reserved_mb']:11.1f} {row['peak_mb']:8.1f} "
+                  f"{row['rss_mb']:7.1f} {row['map_points']:7d} {row['sliding_window']:9d}",
+                  flush=True)
             steps, e2e, overhead = [], [], []
     maps.stop()
     if args.out:
         with open(args.out, 'w') as fh:
             json.dump({'args': vars(args), 'graphs': engine.graph_status,
-                       'converter': converter.backend, 'rows': rows}, fh, indent=1)
+                       'converter': converter.backend, 'estimate': estimate.as_dict(),
+                       'rows': rows}, fh, indent=1)
+    print(f'graphs: {engine.graph_status}; peak allocated '
+          f"{max((r['peak_mb'] for r in rows), default=0) / 1024:.2f} GiB vs estimate "
+          f'{estimate.peak_allocated / 2**30:.2f} GiB', flush=True)
 
 
 if __name__ == '__main__':
