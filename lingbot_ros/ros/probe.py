@@ -81,6 +81,7 @@ class Probe:
     def call(self, srv_type: Any, name: str, request: Any, timeout: float = 30.0) -> Any:
         """Call a service; return the response, or None when it did not answer in time."""
         client = self.node.create_client(srv_type, name)
+        future = None
         try:
             if not self.spin_until(client.service_is_ready, timeout):
                 return None
@@ -88,6 +89,8 @@ class Probe:
             self.spin_until(future.done, timeout)
             return future.result() if future.done() else None
         finally:
+            if future is not None and not future.done():
+                future.cancel()  # no answer will be read: nothing left to report at exit
             self.node.destroy_client(client)
 
     def close(self) -> None:
