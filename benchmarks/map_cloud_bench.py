@@ -32,27 +32,13 @@ from lingbot_ros.tools import scene
 import numpy as np
 
 
-def box_depth(pose: np.ndarray, k: np.ndarray, height: int, width: int) -> np.ndarray:
-    """Z-depth of the room's walls seen from ``pose`` (pixel u at x = (u - cx) / fx)."""
-    u, v = np.meshgrid(np.arange(width), np.arange(height))
-    rays = np.stack([(u - k[0, 2]) / k[0, 0], (v - k[1, 2]) / k[1, 1], np.ones(u.shape)], -1)
-    dirs = rays @ pose[:3, :3].T
-    best = np.full((height, width), np.inf)
-    for axis, name in enumerate('xyz'):
-        for wall in scene.ROOM[name]:
-            with np.errstate(divide='ignore', invalid='ignore'):
-                t = (wall - pose[axis, 3]) / dirs[..., axis]
-            best = np.where((t > 0) & (t < best), t, best)
-    return best.astype(np.float32)  # rays have z = 1: the ray parameter is the z-depth
-
-
 def keyframes(n: int, height: int, width: int, noise: float, seed: int) -> list:
     """Build ``n`` keyframe results along the demo walk."""
     rng = np.random.default_rng(seed)
     k = scene.intrinsics(width, height)
     out = []
     for i, pose in enumerate(scene.trajectory(n)):
-        depth = box_depth(pose, k, height, width)
+        depth = scene.depth(pose, k, width, height)
         depth *= (1 + noise * rng.standard_normal(depth.shape)).astype(np.float32)
         out.append(FrameResult(
             stamp_ns=i, index=i, frame_type=FrameType.KEYFRAME, pose_c2w=pose,

@@ -30,20 +30,6 @@ H, W = 98, 130  # a decimated 392x518 model grid
 VOXEL = 0.07    # no wall of the room lies on a voxel boundary
 
 
-def box_depth(pose, k, height, width):
-    """Z-depth of the room's walls: the nearest wall ahead of each pixel ray (u at u - cx)."""
-    u, v = np.meshgrid(np.arange(width), np.arange(height))
-    rays = np.stack([(u - k[0, 2]) / k[0, 0], (v - k[1, 2]) / k[1, 1], np.ones(u.shape)], -1)
-    dirs = rays @ pose[:3, :3].T
-    best = np.full((height, width), np.inf)
-    for axis, name in enumerate('xyz'):
-        for wall in scene.ROOM[name]:
-            with np.errstate(divide='ignore', invalid='ignore'):
-                t = (wall - pose[axis, 3]) / dirs[..., axis]
-            best = np.where((t > 0) & (t < best), t, best)
-    return best.astype(np.float32)
-
-
 def wall_distance(xyz):
     """Distance of points inside the room to its nearest face (floor, ceiling, walls)."""
     xyz = np.asarray(xyz, np.float64)
@@ -68,7 +54,7 @@ def room():
     k = scene.intrinsics(W, H)
     out = []
     for f in scene.frames(10, W, H):
-        depth = box_depth(f.pose_c2w, k, H, W)
+        depth = scene.depth(f.pose_c2w, k, W, H)
         out.append(result(f.index, f.pose_c2w, depth, k, f.image, np.full((H, W), 2.0,
                                                                           np.float32)))
     return out

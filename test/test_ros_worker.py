@@ -393,16 +393,22 @@ def test_a_camera_locked_by_a_bad_first_frame_recovers():
     assert [s for _, s in sink.published][-1] == 20 + RESIZE_AFTER + 2
 
 
-def test_stop_keeps_a_busy_thread_and_start_refuses_a_second_one():
-    cams, queue, sink, worker = _rig()
+def _held(session):
+    """Make ``session.step`` wait for a release; return (entered, release) events."""
     entered, release = threading.Event(), threading.Event()
-    real = cams[0].session.step
+    real = session.step
 
     def slow(image, stamp):
         entered.set()
         release.wait(10)
         return real(image, stamp)
-    cams[0].session.step = slow
+    session.step = slow
+    return entered, release
+
+
+def test_stop_keeps_a_busy_thread_and_start_refuses_a_second_one():
+    cams, queue, sink, worker = _rig()
+    entered, release = _held(cams[0].session)
     worker.start()
     try:
         queue.put(_frame(0, 10))
@@ -423,14 +429,7 @@ def test_stop_keeps_a_busy_thread_and_start_refuses_a_second_one():
 
 def test_a_reset_asked_for_during_a_step_is_answered_after_it():
     cams, queue, sink, worker = _rig()
-    entered, release = threading.Event(), threading.Event()
-    real = cams[0].session.step
-
-    def slow(image, stamp):
-        entered.set()
-        release.wait(10)
-        return real(image, stamp)
-    cams[0].session.step = slow
+    entered, release = _held(cams[0].session)
     answered = []
     worker.start()
     try:

@@ -722,12 +722,7 @@ class LingbotNode(LifecycleNode):
         except OSError as exc:
             response.success, response.message = False, f'cannot write to {folder}: {exc}'
             return response
-        response.success = bool(written)
-        response.message = ('wrote ' + ', '.join(written)) if written else \
-            'no poses yet for ' + ', '.join(empty)
-        if written and empty:
-            response.message += '; no poses yet for ' + ', '.join(empty)
-        return response
+        return _answer(response, written, empty, 'poses')
 
     def _on_save_map(self, request: Trigger.Request, response: Trigger.Response) -> Any:
         """Write each camera's map (binary PLY) and trajectory (TUM) into trajectory_dir."""
@@ -764,11 +759,7 @@ class LingbotNode(LifecycleNode):
         except OSError as exc:
             response.success, response.message = False, f'cannot write to {folder}: {exc}'
             return response
-        response.success = bool(written)
-        response.message = ('wrote ' + ', '.join(written)) if written else \
-            'no map points yet for ' + ', '.join(empty)
-        if written and empty:
-            response.message += '; no map points yet for ' + ', '.join(empty)
+        _answer(response, written, empty, 'map points')
         self.get_logger().info(response.message)
         return response
 
@@ -861,6 +852,15 @@ class Phases:
             detail = ', '.join(f'{k} {v:.2f} s' for k, v in inner.items())
             out.append(f'{name} {seconds:.2f} s' + (f' ({detail})' if detail else ''))
         return f'{since_process_start:.1f} s from process start to active: ' + '; '.join(out)
+
+
+def _answer(response: Any, written: list, empty: list, what: str) -> Any:
+    """Fill a save service's answer: the files written, and the cameras with nothing yet."""
+    response.success = bool(written)
+    parts = (['wrote ' + ', '.join(written)] if written else []) + (
+        [f'no {what} yet for ' + ', '.join(empty)] if empty else [])
+    response.message = '; '.join(parts)
+    return response
 
 
 def _is_ours(exc: BaseException) -> bool:

@@ -93,6 +93,27 @@ def intrinsics(width: int, height: int, fov_deg: float = 70.0) -> np.ndarray:
     return np.array([[f, 0, width / 2], [0, f, height / 2], [0, 0, 1.0]])
 
 
+def depth(pose: np.ndarray, k: np.ndarray, width: int, height: int,
+          pixel_offset: float = 0.0) -> np.ndarray:
+    """
+    Return the room's ground-truth z-depth seen from ``pose`` (float32, [height, width]).
+
+    The nearest wall along each pixel ray. Pixel u's ray goes through x = (u + offset -
+    cx) / fx: ``pixel_offset`` 0 is the convention the node unprojects depth with, 0.5 the
+    pixel centres :func:`render` samples.
+    """
+    u, v = np.meshgrid(np.arange(width) + pixel_offset, np.arange(height) + pixel_offset)
+    rays = np.stack([(u - k[0, 2]) / k[0, 0], (v - k[1, 2]) / k[1, 1], np.ones(u.shape)], -1)
+    dirs = rays @ pose[:3, :3].T
+    best = np.full((height, width), np.inf)
+    for axis, name in enumerate('xyz'):
+        for wall in ROOM[name]:
+            with np.errstate(divide='ignore', invalid='ignore'):
+                t = (wall - pose[axis, 3]) / dirs[..., axis]
+            best = np.where((t > 0) & (t < best), t, best)
+    return best.astype(np.float32)  # rays have z = 1: the ray parameter is the z-depth
+
+
 def render(pose: np.ndarray, k: np.ndarray, width: int, height: int, planes: list) -> np.ndarray:
     """Ray-cast the room from ``pose``; nearest face wins; bilinear texture lookup."""
     u, v = np.meshgrid(np.arange(width) + 0.5, np.arange(height) + 0.5)
