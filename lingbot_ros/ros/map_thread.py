@@ -27,12 +27,13 @@ the old map never land in the new one. Nothing here imports rclpy.
 from __future__ import annotations
 
 from collections import deque
+import dataclasses
 from dataclasses import dataclass
 from enum import Enum
 import threading
 from typing import Deque, Optional
 
-from lingbot_ros.streaming.map_cloud import AddOutcome, MapCloud, MapCloudConfig
+from lingbot_ros.streaming.map_cloud import AddOutcome, MapCloud, MapCloudConfig, MapStats
 from lingbot_ros.streaming.result import FrameResult
 import numpy as np
 
@@ -113,7 +114,8 @@ class MapThread:
             with cam.lock:
                 restarts = int(config.voxel_size != cam.cloud.config.voxel_size)
                 cam.cloud.set_config(config)
-            self._count(i, restarts=restarts, version=1)
+                stats = cam.cloud.stats()
+            self._count(i, stats, restarts=restarts, version=1)
 
     # --- readers -----------------------------------------------------------------------
 
@@ -176,36 +178,31 @@ class MapThread:
             with cam.lock:
                 had = cam.cloud.points > 0
                 cam.cloud.clear()
-            self._count(job.camera, restarts=int(had), version=1, reset_cloud=True)
+                stats = cam.cloud.stats()
+            self._count(job.camera, stats, restarts=int(had), version=1)
             return
         with cam.lock:
             report = cam.cloud.add(job.result, job.pose_map)
             stats = cam.cloud.stats()
-        if report.new_epoch:
-            self._count(job.camera, restarts=1)
-        if report.outcome == AddOutcome.ADDED:
-            self._count(job.camera, version=1, stamp_ns=job.result.stamp_ns, stats=stats)
+        added = report.outcome == AddOutcome.ADDED
+        self._count(job.camera, stats, job.result.stamp_ns if added else None,
+                    restarts=int(report.new_epoch), version=int(added))
 
-    def _count(self, camera: int, skipped_keyframes: int = 0, restarts: int = 0,
-               version: int = 0, stamp_ns: Optional[int] = None, stats: object = None,
-               reset_cloud: bool = False) -> None:
-        """Replace the camera's counters (a frozen value: readers never see half of it)."""
+    def _count(self, camera: int, stats: Optional[MapStats] = None,
+               stamp_ns: Optional[int] = None, **add: int) -> None:
+        """
+        Replace a camera's counters: the cloud's own numbers (``stats``), plus increments.
+
+        A frozen value replaced whole, under one lock (the worker, the map thread and the
+        executor all count): readers never see half of an update.
+        """
         with self._counter_lock:
-            self._replace_counters(self._maps[camera], skipped_keyframes, restarts, version,
-                                   stamp_ns, stats, reset_cloud)
-
-    @staticmethod
-    def _replace_counters(cam: _CameraMap, skipped_keyframes: int, restarts: int,
-                          version: int, stamp_ns: Optional[int], stats: object,
-                          reset_cloud: bool) -> None:
-        c = cam.counters
-        points, keyframes, dropped = c.points, c.keyframes, c.dropped_points
-        if stats is not None:
-            points, keyframes, dropped = stats.points, stats.keyframes, stats.dropped_points
-        if reset_cloud:
-            points, keyframes, dropped = 0, 0, 0
-        cam.counters = MapCounters(
-            points=points, keyframes=keyframes, dropped_points=dropped,
-            skipped_keyframes=c.skipped_keyframes + skipped_keyframes,
-            restarts=c.restarts + restarts, version=c.version + version,
-            stamp_ns=c.stamp_ns if stamp_ns is None else stamp_ns)
+            cam = self._maps[camera]
+            c = cam.counters
+            changes = {name: getattr(c, name) + n for name, n in add.items()}
+            if stats is not None:
+                changes.update(points=stats.points, keyframes=stats.keyframes,
+                               dropped_points=stats.dropped_points)
+            if stamp_ns is not None:
+                changes['stamp_ns'] = stamp_ns
+            cam.counters = dataclasses.replace(c, **changes)

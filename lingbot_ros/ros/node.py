@@ -359,7 +359,7 @@ class LingbotNode(LifecycleNode):
         self.get_logger().info(self.info.memory_estimate)
 
     def _memory_for(self, cam: CameraStream, hw: tuple) -> None:
-        """Re-estimate with a camera's real size, once its first frame is in (worker)."""
+        """Re-estimate with a camera's real size at its first frame (image callback)."""
         if self.engine is None or self._stream_cfg is None:
             return
         try:
@@ -704,13 +704,11 @@ class LingbotNode(LifecycleNode):
             folder.mkdir(parents=True, exist_ok=True)
             when = datetime.now().strftime('%Y%m%d-%H%M%S')
             for cam in self.cameras:
-                with cam.lock:
-                    records = list(cam.trajectory)
-                if not records:
+                track = _trajectory(cam)
+                if track is None:
                     empty.append(cam.name)
                     continue
-                stamps = np.array([s for s, _ in records], dtype=np.int64)
-                poses = np.stack([p for _, p in records])
+                stamps, poses = track
                 base = folder / f'{cam.name}_{when}'
                 write_tum(base.with_suffix('.tum'), stamps * 1e-9, poses)
                 map_frame, child, _ = self._frames(cam)
@@ -749,12 +747,9 @@ class LingbotNode(LifecycleNode):
                 ply = base.with_name(base.name + '_map.ply')
                 write_ply(ply, points.xyz, points.rgb, points.confidence)
                 written.append(str(ply))
-                with cam.lock:
-                    records = list(cam.trajectory)
-                if records:
-                    stamps = np.array([s for s, _ in records], dtype=np.int64)
-                    write_tum(base.with_suffix('.tum'), stamps * 1e-9,
-                              np.stack([p for _, p in records]))
+                track = _trajectory(cam)
+                if track is not None:
+                    write_tum(base.with_suffix('.tum'), track[0] * 1e-9, track[1])
                     written.append(str(base.with_suffix('.tum')))
         except OSError as exc:
             response.success, response.message = False, f'cannot write to {folder}: {exc}'
@@ -852,6 +847,16 @@ class Phases:
             detail = ', '.join(f'{k} {v:.2f} s' for k, v in inner.items())
             out.append(f'{name} {seconds:.2f} s' + (f' ({detail})' if detail else ''))
         return f'{since_process_start:.1f} s from process start to active: ' + '; '.join(out)
+
+
+def _trajectory(cam: CameraStream) -> Optional[tuple]:
+    """Return a camera's published (stamps_ns [N], poses [N, 4, 4]), or None before any."""
+    with cam.lock:
+        records = list(cam.trajectory)
+    if not records:
+        return None
+    return (np.array([s for s, _ in records], dtype=np.int64),
+            np.stack([p for _, p in records]))
 
 
 def _answer(response: Any, written: list, empty: list, what: str) -> Any:

@@ -418,9 +418,7 @@ class Session:
                 break
             except OutOfMemory as exc:
                 self._window = None
-                if self._window_frames <= MIN_SLIDING_WINDOW:
-                    raise
-                oom = _oom_reason(exc)
+                oom = self._shrinkable(exc)
             except BaseException:
                 self._window = None
                 raise
@@ -474,11 +472,8 @@ class Session:
                 self._open_window()
                 window = self._window
                 continue
-            except OutOfMemory as exc:
-                # Rolled back by _forward. At the smallest window there is nothing to give.
-                if self._window_frames <= MIN_SLIDING_WINDOW:
-                    raise
-                oom = _oom_reason(exc)
+            except OutOfMemory as exc:  # rolled back by _forward
+                oom = self._shrinkable(exc)
             # Outside the handler, so the failed call's activations went with its traceback.
             self._shrink_for_memory(oom)
             self._open_window()
@@ -526,9 +521,7 @@ class Session:
                 self._seed_window(index, kept)
                 return
             except OutOfMemory as exc:
-                if self._window_frames <= MIN_SLIDING_WINDOW:
-                    raise
-                oom = _oom_reason(exc)
+                oom = self._shrinkable(exc)
             self._shrink_for_memory(oom)
 
     def _seed_window(self, index: int, kept: list) -> None:
@@ -547,6 +540,12 @@ class Session:
                                     [k.depth_map for k in kept] if with_depth else None, depths)
         self._window = window
         self._windows_opened += 1
+
+    def _shrinkable(self, exc: BaseException) -> str:
+        """Return why a call ran out of memory; re-raise when the window cannot shrink."""
+        if self._window_frames <= MIN_SLIDING_WINDOW:
+            raise exc  # at the smallest window there is nothing left to give
+        return _oom_reason(exc)
 
     def _shrink_for_memory(self, reason: str) -> None:
         """
