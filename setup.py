@@ -66,16 +66,17 @@ setup(
     name=PACKAGE,
     version='0.1.0',
     packages=find_packages(exclude=['test', 'test.*']),
-    package_data={PACKAGE: ['data/*.json', 'data/*.md', 'data/*/*']},
+    package_data={PACKAGE: ['data/*.json', 'data/*.md', 'data/*.xml', 'data/*/*']},
     data_files=[
         ('share/ament_index/resource_index/packages', ['resource/' + PACKAGE]),
         ('share/' + PACKAGE, ['package.xml']),
         (os.path.join('share', PACKAGE, 'launch'), glob('launch/*.launch.py')),
-        (os.path.join('share', PACKAGE, 'config'), glob('config/*.yaml') + glob('config/*.rviz')),
+        (os.path.join('share', PACKAGE, 'config'), glob('config/*.yaml') + glob('config/*.rviz')
+         + ['lingbot_ros/data/fastdds_large_images.xml']),
     ],
     install_requires=['setuptools'],
     extras_require={'runtime': RUNTIME, 'ros': ROS_WHEELS, 'test': TEST},
-    zip_safe=True,
+    zip_safe=False,
     maintainer='lingbot_ros maintainers',
     maintainer_email='maintainers@lingbot-ros.invalid',
     description='LingBot-Map streaming 3D reconstruction as a ROS 2 node.',
@@ -88,6 +89,7 @@ setup(
             'lingbot-ros-play = lingbot_ros.tools.play:main',
             'lingbot-ros-bench = lingbot_ros.tools.bench:main',
             'lingbot-ros-demo = lingbot_ros.tools.demo:main',
+            'lingbot-ros-prepare = lingbot_ros.tools.prepare:main',
         ],
     },
 )

@@ -30,13 +30,13 @@ from diagnostic_msgs.msg import DiagnosticArray
 from lifecycle_msgs.msg import State, Transition
 from lifecycle_msgs.srv import ChangeState, GetState
 from lingbot_ros.ros import node as node_module
+from lingbot_ros.ros.executor import ExecutorKind, make_executor
 from lingbot_ros.ros.node import EXECUTOR_THREADS, LingbotNode
 from lingbot_ros.ros.probe import Probe
 import numpy as np
 import pytest
 import rclpy
 from rclpy.context import Context
-from rclpy.executors import MultiThreadedExecutor
 from rclpy.parameter import Parameter
 from sensor_msgs.msg import Image
 from std_srvs.srv import Trigger
@@ -60,8 +60,8 @@ class Gate:
         session.step = step
 
 
-@pytest.fixture()
-def rig(monkeypatch):
+@pytest.fixture(params=list(ExecutorKind), ids=lambda k: k.value)
+def rig(monkeypatch, request):
     os.environ['ROS_AUTOMATIC_DISCOVERY_RANGE'] = 'LOCALHOST'
     monkeypatch.setattr(node_module, 'STOP_WAIT_S', 0.5)
     ctx = Context()
@@ -73,7 +73,7 @@ def rig(monkeypatch):
                  Parameter('autostart', value=False)]
     node = LingbotNode(context=ctx, parameter_overrides=overrides,
                        cli_args=['--ros-args', '-r', f'__node:={NAME}'])
-    executor = MultiThreadedExecutor(num_threads=EXECUTOR_THREADS, context=ctx)
+    executor = make_executor(request.param, EXECUTOR_THREADS, context=ctx)
     executor.add_node(node)
     spinner = threading.Thread(target=executor.spin, daemon=True)
     spinner.start()

@@ -43,6 +43,7 @@ tokens of every committed frame. So the SDPA order prefers the flash kernel (no 
 from __future__ import annotations
 
 import contextlib
+from pathlib import Path
 from typing import Optional
 
 import torch
@@ -290,6 +291,24 @@ class FlashInferRagged:
         q_nhd = q[0].to(dtype).transpose(0, 1).contiguous()
         out = self.wrapper.run(q_nhd, k_run, v_run)
         return out.transpose(0, 1).unsqueeze(0).to(q.dtype)
+
+
+def flashinfer_kernel_dir() -> Optional[Path]:
+    """Return the folder FlashInfer keeps its compiled kernels in (None without FlashInfer)."""
+    try:
+        from flashinfer.jit import env
+    except Exception:  # noqa: BLE001 (not installed, or an import that fails on this machine)
+        return None
+    folder = getattr(env, 'FLASHINFER_JIT_DIR', None)
+    return Path(folder) if folder is not None else None
+
+
+def flashinfer_kernels_built() -> int:
+    """Count FlashInfer's compiled prefill kernels on this machine (0: none yet)."""
+    folder = flashinfer_kernel_dir()
+    if folder is None or not folder.is_dir():
+        return 0
+    return sum(1 for f in folder.rglob('*.so') if 'prefill' in str(f.relative_to(folder)))
 
 
 def warm_up_flashinfer(device: torch.device, heads: int, head_dim: int,

@@ -87,6 +87,7 @@ class CameraCounters:
         self.received = 0
         self.processed = 0
         self.dropped = 0
+        self.lost_before_node = 0  # sent by the camera, never taken (publisher numbering)
         self.rejected: Counter = Counter()  # Rejection -> count
         self.publish_failures: Counter = Counter()  # output name -> count
         self.stamp_resets = 0
@@ -126,6 +127,14 @@ class CameraCounters:
         with self.lock:
             self.dropped += count
             self.outcomes.extend([True] * count)
+
+    def on_lost(self, count: int) -> None:
+        """Frames the camera sent that never reached the callback (DDS history, wire)."""
+        if count <= 0:
+            return
+        with self.lock:
+            self.lost_before_node += count
+            self.outcomes.extend([True] * min(count, self.outcomes.maxlen or count))
 
     def on_rejected(self, reason: Rejection) -> None:
         with self.lock:
@@ -174,7 +183,7 @@ class CameraCounters:
             return sum(self.rejected.values())
 
     def drop_rate(self) -> float:
-        """Fraction of recent frames that were dropped (newest-wins queue overflow)."""
+        """Fraction of recent frames lost: before the node, or in its newest-wins queue."""
         with self.lock:
             outcomes = list(self.outcomes)
         return sum(outcomes) / len(outcomes) if outcomes else 0.0

@@ -63,6 +63,7 @@ class NodeInfo:
     memory_estimate: str = 'n/a'        # what the device needs, from the parameters
     memory_estimate_bytes: Optional[int] = None
     checkpoint_sha256: str = 'none'
+    activity: str = ''   # a long configure step under way or just done (a kernel build)
     error: str = ''
 
     @property
@@ -144,10 +145,13 @@ def node_status(info: NodeInfo, cameras: list, diag: Optional[DiagParams] = None
             problems.extend(info.converter_notes)
     message = '; '.join(problems) if problems else \
         f'{info.state_text}, {len(cameras)} camera(s)'
+    if info.activity and info.state_text == 'configuring':
+        message = f'configuring: {info.activity}'
     values = [('state', info.state_text), ('model', info.model),
               ('random_weights', info.random_weights),
               ('checkpoint_file', info.checkpoint_file),
               ('checkpoint_sha256', info.checkpoint_sha256), ('startup', info.startup),
+              ('kernels', info.activity or 'n/a'),
               ('device', info.device),
               ('dtype', info.dtype), ('attention_backend', info.backend),
               ('cuda_graphs', info.cuda_graphs or 'n/a'),
@@ -219,6 +223,7 @@ def _camera_status(cam: CameraStream, info: NodeInfo, diag: DiagParams,
     values = [
         ('topic', cam.topic), ('frame_id', cam.frame_id),
         ('frames_received', c.received), ('frames_processed', c.processed),
+        ('frames_lost_before_node', c.lost_before_node),
         ('frames_dropped', c.dropped), ('frames_rejected', c.rejected_total),
         ('frames_buffered', c.buffered),
     ]

@@ -49,6 +49,9 @@ from geometry_msgs.msg import PoseStamped
 from lingbot_ros.model.config import ConfigError
 from lingbot_ros.ros import diagnostics, messages
 from lingbot_ros.ros.convert import ImageConverter, ImageRejected
+from lingbot_ros.ros.dds import use_large_image_profile
+from lingbot_ros.ros.executor import ExecutorKind, make_executor
+from lingbot_ros.ros.intake import SequenceGaps
 from lingbot_ros.ros.map_thread import MapThread
 from lingbot_ros.ros.params import (check_one, descriptor, engine_config, map_config,
                                     NodeParams, ParamError, parse, SPEC, SPECS, stream_config,
@@ -64,10 +67,11 @@ import numpy as np
 from rcl_interfaces.msg import SetParametersResult
 import rclpy
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
-from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
+from rclpy.executors import ExternalShutdownException
 from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
 from rclpy.parameter import Parameter
 from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
+from rclpy.subscription import Subscription
 from rclpy.task import Future
 from sensor_msgs.msg import CameraInfo, CompressedImage, Image, PointCloud2
 from std_msgs.msg import Header
@@ -79,7 +83,6 @@ LOG_EVERY_S = 5.0          # throttle for per-camera problem lines
 STOP_WAIT_S = 30.0         # deactivate waits this long for the worker to leave its step
 RESET_WAIT_S = 60.0        # ~/reset answers 'still waiting' after this long
 EXECUTOR_THREADS = 4       # images, diagnostics and map, services, lifecycle / parameters
-MAP_TICK_S = 0.1           # how often the map timer looks whether map_period has passed
 SAVE_DRAIN_S = 10.0        # ~/save_map waits this long for queued keyframes to merge
 NOMINAL_INPUT_HW = (480, 640)  # the camera size the start-up memory estimate assumes
 ROS_OWN_PARAMETERS = ('use_sim_time', 'start_type_description_service')
@@ -179,8 +182,14 @@ class LingbotNode(LifecycleNode):
         self._diag_timer = self.create_timer(period if ok else 1.0, self._publish_diagnostics,
                                              callback_group=self._diag_group)
         self._map_group = MutuallyExclusiveCallbackGroup()
-        self._map_timer = self.create_timer(MAP_TICK_S, self._publish_maps,
+        # every map_period while publish_map is on; cancelled while it is off (a timer that
+        # only returns still wakes the executor and costs the GIL)
+        map_period = self._raw('map_period')
+        ok = isinstance(map_period, float) and SPEC['map_period'].low <= map_period <= 3600.0
+        self._map_timer = self.create_timer(map_period if ok else 1.0, self._publish_maps,
                                             callback_group=self._map_group)
+        if not self._raw('publish_map'):
+            self._map_timer.cancel()
 
     # --- parameters ---------------------------------------------------------------------
 
@@ -274,8 +283,20 @@ class LingbotNode(LifecycleNode):
             maps = map_config(self.params)
         if self._maps is not None:
             self._maps.set_config(maps)
+        self._follow_map_switches()
         names = ', '.join(f'{p.name}={p.value!r}' for p in changed)
         self.get_logger().info(f'applied from the next frame: {names}')
+
+    def _follow_map_switches(self) -> None:
+        """Run the map timer at map_period while publish_map is on, not at all while off."""
+        out = self.params.outputs
+        period_ns = int(out.map_period * 1e9)
+        if self._map_timer.timer_period_ns != period_ns:
+            self._map_timer.timer_period_ns = period_ns
+        if out.publish_map and self._map_timer.is_canceled():
+            self._map_timer.reset()
+        elif not out.publish_map and not self._map_timer.is_canceled():
+            self._map_timer.cancel()
 
     def current_stream_config(self) -> Any:
         with self._cfg_lock:
@@ -302,7 +323,7 @@ class LingbotNode(LifecycleNode):
         try:
             engine_cfg = engine_config(params, torch.cuda.is_available())
             self._log_memory_need(engine_cfg, stream_cfg, len(params.inputs.camera_topics))
-            engine = Engine.load(engine_cfg)
+            engine = Engine.load(engine_cfg, progress=self._configure_progress)
             phases.mark('model', getattr(engine, 'load_phases', None))
             names = params.resolved_camera_names
             sessions = [engine.new_session(n, stream_cfg) for n in names]
@@ -312,6 +333,7 @@ class LingbotNode(LifecycleNode):
             return self._fail(f'cannot load the model: {type(exc).__name__}: {text}'
                               if not _is_ours(exc) else f'cannot load the model: {text}')
         self.engine, self.params, self._stream_cfg = engine, params, stream_cfg
+        self._follow_map_switches()
         self.cameras = [CameraStream(i, n, t, s, params.diag.stats_window)
                         for i, (n, t, s) in enumerate(zip(names, params.inputs.camera_topics,
                                                           sessions))]
@@ -344,6 +366,11 @@ class LingbotNode(LifecycleNode):
         self._phases = phases
         self.info.state = NodeState.INACTIVE
         return SUCCESS
+
+    def _configure_progress(self, text: str) -> None:
+        """Say a long configure step (a first kernel build) in the log and /diagnostics."""
+        self.get_logger().info(text)
+        self.info.activity = text
 
     def _log_memory_need(self, engine_cfg: Any, stream_cfg: Any, cameras: int) -> None:
         """Say what the device will need before anything is allocated (a nominal camera)."""
@@ -417,18 +444,21 @@ class LingbotNode(LifecycleNode):
                                       if inputs.qos_reliability == 'best_effort'
                                       else ReliabilityPolicy.RELIABLE))
         compressed = inputs.input_transport == 'compressed'
+        # the queue before the subscriptions: a frame arriving in between must not go into
+        # the previous, closed queue, where nobody would count it
+        self._queue = FrameQueue(len(self.cameras), inputs.queue_size)
         for cam, topic in zip(self.cameras, inputs.camera_topics):
             if compressed:  # image_transport's naming: the resolved base topic + /compressed
                 name = self.resolve_topic_name(topic).rstrip('/') + '/compressed'
                 kind = CompressedImage
             else:
                 name, kind = topic, Image
+            cam.gaps = SequenceGaps()
             sub = self.create_subscription(
-                kind, name, lambda msg, c=cam: self._on_image(c, msg, compressed), qos,
+                kind, name, _image_callback(self._on_image, cam, compressed), qos,
                 callback_group=self._image_group)
             cam.topic = sub.topic_name
             self._subs.append(sub)
-        self._queue = FrameQueue(len(self.cameras), inputs.queue_size)
         try:
             self._worker.start(self._queue)
         except WorkerBusy as exc:  # stop() above said it ended; belt and braces
@@ -524,8 +554,10 @@ class LingbotNode(LifecycleNode):
 
     # --- input (image callback group: convert and enqueue only) --------------------------
 
-    def _on_image(self, cam: CameraStream, msg: Any, compressed: bool) -> None:
+    def _on_image(self, cam: CameraStream, msg: Any, compressed: bool,
+                  info: Optional[dict] = None) -> None:
         now = time.monotonic()
+        cam.counters.on_lost(cam.gaps.observe(info))
         cam.counters.on_received(now)
         try:
             rgb = self._converter.compressed(msg) if compressed else self._converter.image(msg)
@@ -776,7 +808,8 @@ class LingbotNode(LifecycleNode):
                 self.get_logger().info(f'[{cam.name}] the map started over (a new map of the '
                                        'session): ~/map_points restarts from its keyframes')
             sent_at, version = pubs.map_sent
-            if counters.version == version or now - sent_at < params.outputs.map_period:
+            # the timer runs every map_period; a little early is still this period's turn
+            if counters.version == version or now - sent_at < 0.5 * params.outputs.map_period:
                 continue
             points, counters = maps.snapshot(cam.index)
             map_frame, _, _ = self._frames(cam)
@@ -849,6 +882,17 @@ class Phases:
         return f'{since_process_start:.1f} s from process start to active: ' + '; '.join(out)
 
 
+def _image_callback(on_image: Callable, cam: CameraStream, compressed: bool) -> Callable:
+    """Bind a camera to the image callback; with the sample's MessageInfo where rclpy has it.
+
+    rclpy hands ``MessageInfo`` (publisher GID and sequence number, which count the frames
+    lost before the node) to callbacks that take two arguments; older releases do not.
+    """
+    if hasattr(Subscription, 'CallbackType'):
+        return lambda msg, info: on_image(cam, msg, compressed, info)
+    return lambda msg: on_image(cam, msg, compressed)
+
+
 def _trajectory(cam: CameraStream) -> Optional[tuple]:
     """Return a camera's published (stamps_ns [N], poses [N, 4, 4]), or None before any."""
     with cam.lock:
@@ -915,6 +959,7 @@ def main(args: Optional[list] = None) -> int:
         own = remove_ros_args(argv)[1:]
         if own:
             usage().parse_args(own)  # --help prints and exits here; unknown flags too
+        dds_note = use_large_image_profile()  # before rclpy creates the DDS participant
         rclpy.init(args=argv)
     except Exception as exc:  # noqa: BLE001 (a broken parameter file, a bad remap rule)
         # rcl appends the C source location of the parser ("at /project/src/..."): drop it
@@ -922,7 +967,9 @@ def main(args: Optional[list] = None) -> int:
         print(f'lingbot_node: cannot start: {text}', file=sys.stderr)
         return 2
     node = LingbotNode()
-    executor = MultiThreadedExecutor(num_threads=EXECUTOR_THREADS)
+    if dds_note:
+        node.get_logger().info(dds_note)
+    executor = make_executor(ExecutorKind(node._raw('executor')), EXECUTOR_THREADS)
     executor.add_node(node)
     if node.autostart:  # from inside the executor, so diagnostics flow during configure
         starter = None

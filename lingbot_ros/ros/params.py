@@ -29,6 +29,7 @@ import os
 import re
 from typing import Any, Callable, Mapping, Optional
 
+from lingbot_ros.ros.executor import ExecutorKind
 from lingbot_ros.streaming.config import (EngineConfig, KvCacheDtype, StreamConfig,
                                           WeightsDtype)
 from lingbot_ros.streaming.map_cloud import MapCloudConfig
@@ -140,7 +141,9 @@ SPECS: tuple[Spec, ...] = (
          choices=('raw', 'compressed')),
     Spec('qos_reliability', 'best_effort', 'Image subscription reliability (sensor data: '
          'best_effort).', read_only=True, choices=('best_effort', 'reliable')),
-    Spec('qos_depth', 1, 'Image subscription history depth.', read_only=True, low=1, high=100),
+    Spec('qos_depth', 5, 'Image subscription history depth (sensor data: 5). Frames the '
+         'history overwrites before the node takes them are counted as lost before the node.',
+         read_only=True, low=1, high=100),
     Spec('queue_size', 1, 'Frames waiting per camera for the worker; when full the oldest '
          'is dropped (newest wins) and counted.', read_only=True, low=1, high=32),
     Spec('use_cv_bridge', True, 'Use cv_bridge for raw images where it is installed.',
@@ -201,6 +204,11 @@ SPECS: tuple[Spec, ...] = (
          '<camera>_<time>.tum and .npz into.', check=bool, rule='a non-empty path'),
     Spec('autostart', True, 'Configure and activate on start (plain ros2 run / launch).',
          read_only=True),
+    Spec('executor', ExecutorKind.LINGBOT.value, "Callback executor. 'lingbot': the "
+         "package's own thread pool, which waits instead of spinning while its threads are "
+         "busy; 'rclpy': rclpy's MultiThreadedExecutor (busy-spins while the GPU worker "
+         'holds the GIL in rclpy releases without ros2/rclpy#1547).', read_only=True,
+         choices=tuple(k.value for k in ExecutorKind)),
 )
 SPEC = {s.name: s for s in SPECS}
 
@@ -300,6 +308,7 @@ class NodeParams:
     diag: DiagParams
     trajectory_dir: str
     autostart: bool
+    executor: ExecutorKind
 
     @property
     def resolved_preset(self) -> str:
@@ -396,7 +405,7 @@ def parse(values: Mapping[str, Any]) -> NodeParams:
                       inputs=pick(InputParams), outputs=pick(OutputParams),
                       diag=pick(DiagParams),
                       trajectory_dir=os.path.expanduser(v['trajectory_dir']),
-                      autostart=v['autostart'])
+                      autostart=v['autostart'], executor=ExecutorKind(v['executor']))
 
 
 def update(current: NodeParams, changes: Mapping[str, Any]) -> NodeParams:
@@ -409,7 +418,8 @@ def update(current: NodeParams, changes: Mapping[str, Any]) -> NodeParams:
 
 def as_values(p: NodeParams) -> dict:
     """Flatten the typed view back to parameter name -> value."""
-    out = {'trajectory_dir': p.trajectory_dir, 'autostart': p.autostart}
+    out = {'trajectory_dir': p.trajectory_dir, 'autostart': p.autostart,
+           'executor': p.executor.value}
     for part in (p.model, p.stream, p.inputs, p.outputs, p.diag):
         for f in fields(part):
             val = getattr(part, f.name)

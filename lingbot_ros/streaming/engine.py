@@ -25,7 +25,8 @@ loaded).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Optional
+import time
+from typing import Any, Callable, Optional
 
 from lingbot_ros.model.config import ConfigError, ModelConfig
 from lingbot_ros.model.hub import HubError, resolve_checkpoint, ResolvedCheckpoint
@@ -36,6 +37,8 @@ from lingbot_ros.streaming.session import Prepared, Session, SessionContext
 import numpy as np
 import torch
 
+KERNEL_BUILD_S = 82.0  # FlashInfer's first build on an H200 (device/README.md, 2026-12-01)
+KERNEL_LOAD_S = 10.0   # longer than this, the warm-up compiled (loading took 0.2-1.7 s)
 _DTYPES = {'float32': torch.float32, 'bfloat16': torch.bfloat16, 'float16': torch.float16}
 
 
@@ -89,15 +92,18 @@ def _resolve_device(name: str) -> torch.device:
 
 
 def _resolve_backend(name: str, device: torch.device, dtype: torch.dtype,
-                     model_cfg: ModelConfig, kv_dtype: Optional[torch.dtype] = None) -> tuple:
+                     model_cfg: ModelConfig, kv_dtype: Optional[torch.dtype] = None,
+                     progress: Callable[[str], None] = lambda _: None) -> tuple:
     """
     Return (backend, reason) for the aggregator cache, as the cache layer decides it.
 
     FlashInfer compiles its kernel here (configure time) rather than on the first
     frame, for the cache's storage dtype ``kv_dtype`` (default ``dtype``); if that
-    fails, ``auto`` falls back to SDPA and says why.
+    fails, ``auto`` falls back to SDPA and says why. A machine that never built them
+    compiles them now (about 80 s on an H200, once): ``progress`` is told before and after.
     """
-    from lingbot_ros.cache.backends import resolve_backend, warm_up_flashinfer
+    from lingbot_ros.cache.backends import (flashinfer_kernel_dir, flashinfer_kernels_built,
+                                            resolve_backend, warm_up_flashinfer)
     agg = model_cfg.aggregator
     kv_dtype = kv_dtype or dtype
     try:
@@ -106,14 +112,44 @@ def _resolve_backend(name: str, device: torch.device, dtype: torch.dtype,
     except (ValueError, RuntimeError) as exc:
         raise EngineError(f'attention_backend={name!r}: {exc}') from exc
     if backend == 'flashinfer':
+        before, t0 = flashinfer_kernels_built(), time.monotonic()
+        if not before:
+            progress(f'building FlashInfer attention kernels (the first start on this machine '
+                     f'compiles them once, about {KERNEL_BUILD_S:.0f} s on an H200; cached in '
+                     f'{flashinfer_kernel_dir()}; lingbot-ros-prepare builds them ahead)')
         try:
             warm_up_flashinfer(device, agg.num_heads, agg.head_dim, dtype, kv_dtype)
+            seconds = time.monotonic() - t0
+            # new files, or a rebuild of stale ones (FlashInfer reinstalled): both take long
+            if flashinfer_kernels_built() > before or seconds > KERNEL_LOAD_S:
+                progress(f'FlashInfer attention kernels built in {seconds:.1f} s (once per '
+                         f'machine; cached in {flashinfer_kernel_dir()})')
         except Exception as exc:  # noqa: BLE001 - any kernel build failure
             if name == 'flashinfer':
                 raise EngineError(f'attention_backend=flashinfer: the kernel failed to build '
                                   f'or run ({type(exc).__name__}: {exc})') from exc
             return 'sdpa', f'auto: FlashInfer failed its warm-up ({type(exc).__name__}) -> SDPA'
     return backend, reason
+
+
+def prepare_kernels(cfg: EngineConfig,
+                    progress: Callable[[str], None] = lambda _: None) -> tuple:
+    """
+    Build (or load) the attention kernels ``cfg`` will use, without loading any weights.
+
+    What ``lingbot-ros-prepare`` runs on a robot image, so the node's first start does not
+    compile for a minute and a half. Returns (backend, reason, seconds).
+    """
+    cfg = cfg.validate()
+    try:
+        model_cfg = _model_config(cfg)
+    except ConfigError as exc:
+        raise EngineError(str(exc)) from exc
+    t0 = time.monotonic()
+    backend, reason = _resolve_backend(cfg.attention_backend, _resolve_device(cfg.device),
+                                       _DTYPES[cfg.dtype], model_cfg, kv_storage_dtype(cfg),
+                                       progress)
+    return backend, reason, time.monotonic() - t0
 
 
 def _model_config(cfg: EngineConfig) -> ModelConfig:
@@ -151,6 +187,7 @@ class Engine:
         self.description = description
         self.cache_factory = cache_factory or default_cache_factory(backend)
         self.backend_reason = 'given'
+        self.load_phases: dict = {}  # Engine.load: seconds by step
         self.runner = _Runner(model, cuda_graphs and device.type == 'cuda')
         self._sessions: dict = {}
 
@@ -160,7 +197,8 @@ class Engine:
         return self.runner.graph_status
 
     @classmethod
-    def load(cls, cfg: EngineConfig) -> 'Engine':
+    def load(cls, cfg: EngineConfig,
+             progress: Callable[[str], None] = lambda _: None) -> 'Engine':
         """
         Build the model from ``cfg``; raise :class:`EngineError` naming path and reason.
 
@@ -169,7 +207,8 @@ class Engine:
         keeps the heads' weights in that dtype too (still computing in float32). Each
         weight reaches the device once, in its final dtype. An ``hf://`` checkpoint is
         resolved through the Hugging Face cache first; the file read and its sha256 end up
-        in ``engine.checkpoint``.
+        in ``engine.checkpoint``. ``progress`` hears of long steps (a kernel build) as they
+        start; ``engine.load_phases`` says where the time went (seconds by step).
         """
         from lingbot_ros.model.checkpoint import CheckpointError, load_model
         cfg = cfg.validate()
@@ -182,8 +221,10 @@ class Engine:
             use_expandable_segments()  # before the first weight is allocated
         dtype = _DTYPES[cfg.dtype]
         kv_dtype = kv_storage_dtype(cfg)
+        phases, t = {}, time.monotonic()
         backend, backend_reason = _resolve_backend(cfg.attention_backend, device, dtype,
-                                                   model_cfg, kv_dtype)
+                                                   model_cfg, kv_dtype, progress)
+        phases['attention kernels'], t = time.monotonic() - t, time.monotonic()
         resolved = None
         if cfg.checkpoint is not None:
             try:
@@ -198,6 +239,7 @@ class Engine:
                                head_dtype=head_storage_dtype(cfg))
         except CheckpointError as exc:
             raise EngineError(str(exc)) from exc
+        phases['checkpoint and weights'] = time.monotonic() - t
         if cfg.depth_chunk_frames:
             model.depth_head.chunk = cfg.depth_chunk_frames
         if cfg.checkpoint is None:
@@ -210,6 +252,7 @@ class Engine:
                      cuda_graphs=cfg.cuda_graphs, checkpoint=resolved, kv_dtype=kv_dtype,
                      config=cfg)
         engine.backend_reason = backend_reason
+        engine.load_phases = phases
         return engine
 
     def context(self) -> SessionContext:

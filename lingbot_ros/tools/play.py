@@ -229,6 +229,17 @@ def _to_msg(rgb: np.ndarray, frame_id: str, encoding: str) -> object:
     return msg
 
 
+def _size(text: str) -> tuple:
+    """Parse WIDTHxHEIGHT (e.g. 640x480) into (width, height)."""
+    try:
+        w, h = (int(v) for v in text.lower().split('x'))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f'{text!r}: expected WIDTHxHEIGHT, e.g. 640x480')
+    if w < 2 or h < 2:
+        raise argparse.ArgumentTypeError(f'{text!r}: width and height must be at least 2')
+    return w, h
+
+
 def parse_args(argv: Optional[list] = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(
         prog='lingbot-ros-play', description='Publish images as a sensor_msgs topic.')
@@ -251,6 +262,8 @@ def parse_args(argv: Optional[list] = None) -> argparse.Namespace:
     p.add_argument('--wait', type=float, default=10.0,
                    help='seconds to wait for a subscriber before publishing (default 10)')
     p.add_argument('--quiet', action='store_true', help='no per-frame output')
+    p.add_argument('--size', type=_size, default=None, metavar='WIDTHxHEIGHT',
+                   help='resize every frame to this size (e.g. 640x480, a camera\'s)')
     args = p.parse_args(argv)
     if args.rate <= 0:
         p.error(f'--rate={args.rate} is invalid: expected > 0')
@@ -262,6 +275,8 @@ def parse_args(argv: Optional[list] = None) -> argparse.Namespace:
 def main(argv: Optional[list] = None) -> int:
     """Publish frames until the source (or --count) ends."""
     args = parse_args(argv)
+    from lingbot_ros.ros.dds import use_large_image_profile
+    use_large_image_profile()  # a camera's images need a larger shared-memory segment
     from lingbot_ros.ros.messages import stamp_msg
     from lingbot_ros.ros.probe import Probe
     from sensor_msgs.msg import CompressedImage, Image
@@ -278,6 +293,8 @@ def main(argv: Optional[list] = None) -> int:
 
         def prepared() -> Iterator[tuple]:
             for rgb, stamp in _source(args, scene_count):
+                if args.size is not None and rgb.shape[1::-1] != args.size:
+                    rgb = cv2.resize(rgb, args.size, interpolation=cv2.INTER_LINEAR)
                 yield _to_msg(rgb, args.frame_id, args.encoding), rgb.shape, stamp
 
         def send(item: tuple) -> None:
