@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# Issue 14 on the H200, one call: kernels built ahead (lingbot-ros-prepare, timed), then the
+# live node over DDS counted beside it (benchmarks/live_node.py): 15 Hz with our executor and
+# with rclpy's, 30 Hz, two cameras at 15 Hz. Release structure, bf16, depth + points + map,
+# 640x480 rgb8 from the courthouse images. Run from the repository root after the wheel
+# install line of ../shared/device/README.md; OUT is the folder the results go to.
+# Usage: benchmarks/live_h200.sh [FRAMES_15HZ] [STEPS...]   (steps: prepare 15 rclpy 30 two soak)
+set -uo pipefail
+OUT=${OUT:-/tmp/live_out}
+mkdir -p "$OUT/logs"
+N=${1:-900}
+shift || true
+STEPS=${*:-prepare 15 rclpy 30 two}
+PY=${PYTHON:-python3}
+SPY=${PY_SPY:-}
+PRESET=${PRESET:-release}  # tiny: a dry run on a CPU
+# ../shared does not travel to the GPU machine: a copy of the images in .data/ (git-ignored)
+SOURCE=${SOURCE:-$( [[ -d .data/courthouse ]] && echo .data/courthouse || echo ../shared/data/courthouse)}
+COMMON=(--source "$SOURCE" --set preset:=$PRESET --set dtype:=${DTYPE:-bfloat16} --set publish_depth:=true
+        --set publish_points:=true --set publish_map:=true --size 640x480)
+run() {  # name, seconds it may take, then live_node.py arguments
+  local name=$1 limit=$2; shift 2
+  echo "=== $name ($(date +%T))"
+  timeout "$limit" $PY benchmarks/live_node.py "${COMMON[@]}" "$@" --node-log "$OUT/logs/$name.log" \
+      --out "$OUT/logs/$name" | tail -n 12
+}
+for step in $STEPS; do
+  case $step in
+    dds) echo "=== dds ($(date +%T))"
+         for r in 15 30; do
+           timeout 200 $PY benchmarks/dds_images.py --source "$SOURCE" --rate $r --frames $((r * 10)) \
+               | tee -a "$OUT/logs/dds_images.txt"
+         done ;;
+    prepare) for pass in ${PREPARE_PASSES:-first}; do
+               echo "=== prepare, $pass ($(date +%T))"; t0=$SECONDS
+               $PY -m lingbot_ros.tools.prepare --set preset:=$PRESET \
+                   --set dtype:=${DTYPE:-bfloat16} 2>&1 | tee -a "$OUT/logs/prepare.txt"
+               echo "prepare $pass: $((SECONDS - t0)) s wall" | tee -a "$OUT/logs/prepare.txt"
+             done ;;
+    15) run live_15hz $((N / 15 + 90)) --rate 15 --frames "$N" \
+            ${SPY:+--profile-seconds 15 --py-spy "$SPY"} ;;
+    rclpy) run live_15hz_rclpy_executor $((N / 30 + 90)) --rate 15 --frames $((N / 2)) \
+               --set executor:=rclpy ;;
+    30) run live_30hz $((N / 10 + 90)) --rate 30 --frames $((N * 8 / 3)) --block 500 ;;
+    two) run live_2cam_15hz $((N / 15 + 90)) --rate 15 --frames "$N" --cameras 2 ;;
+    soak) run live_30hz_10k 520 --rate 30 --frames 10000 --block 1000 --warmup 200 ;;
+  esac
+  tar -czf "$OUT/live_logs.tgz" -C "$OUT" logs  # after every step: a later one may be cut off
+done

@@ -1,0 +1,388 @@
+# Copyright 2026 The lingbot_ros Authors
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+The live path as a robot gets it: the node in its own process, cameras over DDS, counted beside.
+
+Starts ``lingbot_node`` (a parameter file plus ``--set name:=value`` overrides), waits until
+it is active, then starts one ``lingbot-ros-play`` per camera at ``--rate`` on its own topic.
+This process subscribes like any other node: best effort, depth 5, to every camera topic
+(the independent count of what was on the wire), reliably to each camera's ``pose`` (one
+per processed frame) and to its last message of a frame (``points`` when published, else
+``camera_info``) and to ``/diagnostics``. Per block of ``--block`` frames of each camera (by
+stamp, after ``--warmup``) it reports the frames the counter saw, those processed, the
+end-to-end latency from the image stamp to the pose and to the frame's last message
+(p50 / p99), the node's step p50 / p99 and device memory from ``/diagnostics``; at the end
+the node's own received / lost / dropped totals against the counter's. Writes
+``PREFIX.json`` and ``PREFIX.txt``; asserts nothing.
+
+Example (the H200 run of issue 14)::
+
+    python benchmarks/live_node.py --set preset:=release --set dtype:=bfloat16 \\
+        --set publish_depth:=true --set publish_points:=true --set publish_map:=true \\
+        --rate 15 --frames 900 --size 640x480 --out benchmarks/results/live_15hz_h200
+"""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass, field
+import json
+import os
+from pathlib import Path
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from typing import Any, Optional
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_SOURCE = ROOT.parent / 'shared' / 'data' / 'courthouse'
+NODE = 'lingbot_node'
+
+
+@dataclass
+class CameraRecord:
+    """What this process saw of one camera (written by its own executor thread only)."""
+
+    name: str
+    topic: str
+    stamps: list = field(default_factory=list)        # input stamps seen by the counter
+    pose_at: dict = field(default_factory=dict)       # stamp -> receive time of the pose
+    last_at: dict = field(default_factory=dict)       # stamp -> receive time of the last msg
+    diag: list = field(default_factory=list)          # (time, {key: value}) snapshots
+
+
+def _scripts_dir() -> Path:
+    return Path(sys.executable).parent
+
+
+def _node_cmd(args: argparse.Namespace, topics: list, names: list) -> list:
+    exe = _scripts_dir() / NODE
+    cmd = [str(exe) if exe.exists() else sys.executable, '--ros-args']
+    if not exe.exists():
+        cmd[1:1] = ['-m', 'lingbot_ros.ros.node']
+    if args.params:
+        cmd += ['--params-file', str(args.params)]
+    cmd += ['-p', 'camera_topics:=[' + ','.join(topics) + ']']
+    if len(names) > 1:
+        cmd += ['-p', 'camera_names:=[' + ','.join(names) + ']']
+    for item in args.set:
+        cmd += ['-p', item]
+    return cmd
+
+
+def _player_cmd(args: argparse.Namespace, topic: str) -> list:
+    exe = _scripts_dir() / 'lingbot-ros-play'
+    cmd = [str(exe)] if exe.exists() else [sys.executable, '-m', 'lingbot_ros.tools.play']
+    cmd += [str(args.source), '--topic', topic, '--rate', str(args.rate), '--loop',
+            '--count', str(args.frames), '--quiet', '--wait', '30']
+    if args.size:
+        cmd += ['--size', args.size]
+    return cmd
+
+
+def _pct(values: list, q: float) -> Optional[float]:
+    return float(np.percentile(values, q)) if values else None
+
+
+def _num(text: Any) -> Optional[float]:
+    try:
+        return float(str(text).split()[0])
+    except (ValueError, IndexError):
+        return None
+
+
+def _fmt(value: Optional[float], digits: int = 1) -> str:
+    return 'n/a' if value is None else f'{value:.{digits}f}'
+
+
+def _diag_near(snapshots: list, when: float) -> dict:
+    """The diagnostics snapshot received first after ``when`` (else the last)."""
+    for t, values in snapshots:
+        if t >= when:
+            return values
+    return snapshots[-1][1] if snapshots else {}
+
+
+def block_rows(record: CameraRecord, warmup: int, block: int, node_diag: list) -> list:
+    """Per block of the counter's stamps after the warm-up: processed and latencies."""
+    stamps = sorted(record.stamps)[warmup:]
+    rows = []
+    for i in range(0, len(stamps), block):
+        part = stamps[i:i + block]
+        if len(part) < max(2, block // 2):
+            break
+        pose_ms = [(record.pose_at[s] - s) / 1e6 for s in part if s in record.pose_at]
+        last_ms = [(record.last_at[s] - s) / 1e6 for s in part if s in record.last_at]
+        end = max(record.pose_at.get(s, 0) for s in part) or part[-1]
+        d = _diag_near(record.diag, end / 1e9)
+        n = _diag_near(node_diag, end / 1e9)
+        rows.append({
+            'first_frame': warmup + i, 'frames': len(part), 'processed': len(pose_ms),
+            'pose_ms_p50': _pct(pose_ms, 50), 'pose_ms_p99': _pct(pose_ms, 99),
+            'last_msg_ms_p50': _pct(last_ms, 50), 'last_msg_ms_p99': _pct(last_ms, 99),
+            'step_ms_p50': _num(d.get('step_ms_p50')), 'step_ms_p99': _num(d.get('step_ms_p99')),
+            'model_ms_p50': _num(d.get('model_ms_p50')),
+            'node_latency_ms_p50': _num(d.get('latency_ms_p50')),
+            'node_latency_ms_p99': _num(d.get('latency_ms_p99')),
+            'kv_used_mb': _num(d.get('kv_used_mb')),
+            'gpu_memory': n.get('gpu_memory', ''),
+        })
+    return rows
+
+
+class Counter:
+    """This process's own node: the independent count, the outputs, the diagnostics."""
+
+    def __init__(self, records: list, many: bool, last_output: str) -> None:
+        import rclpy
+        from diagnostic_msgs.msg import DiagnosticArray
+        from geometry_msgs.msg import PoseStamped
+        from rclpy.executors import SingleThreadedExecutor
+        from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
+        from sensor_msgs.msg import CameraInfo, Image, PointCloud2
+        self._rclpy = rclpy
+        rclpy.init(args=['live_counter'])  # not sys.argv: its NAME:=VALUE are the node's
+        self.node = rclpy.create_node('live_counter')
+        self.records = records
+        self.node_status: dict = {}
+        self.node_diag: list = []  # (time, values) of the node status
+        sensor = QoSProfile(depth=5, reliability=ReliabilityPolicy.BEST_EFFORT,
+                            history=HistoryPolicy.KEEP_LAST)
+        reliable = QoSProfile(depth=50, reliability=ReliabilityPolicy.RELIABLE,
+                              history=HistoryPolicy.KEEP_LAST)
+        last_type = PointCloud2 if last_output == 'points' else CameraInfo
+        for rec in records:
+            prefix = f'/{NODE}/{rec.name}/' if many else f'/{NODE}/'
+            self.node.create_subscription(Image, rec.topic, self._on_image(rec), sensor)
+            self.node.create_subscription(PoseStamped, prefix + 'pose',
+                                          self._on_output(rec.pose_at), reliable)
+            # the node publishes points and depth with depth 1, reliable
+            self.node.create_subscription(last_type, prefix + last_output,
+                                          self._on_output(rec.last_at),
+                                          QoSProfile(depth=1,
+                                                     reliability=ReliabilityPolicy.RELIABLE))
+        self.node.create_subscription(DiagnosticArray, '/diagnostics', self._on_diag, reliable)
+        self.executor = SingleThreadedExecutor()
+        self.executor.add_node(self.node)
+        self._thread = threading.Thread(target=self._spin, daemon=True)
+        self._thread.start()
+
+    def _spin(self) -> None:
+        try:
+            self.executor.spin()
+        except Exception:  # noqa: BLE001,S110 (shutdown)
+            pass
+
+    @staticmethod
+    def _stamp(msg: Any) -> int:
+        return int(msg.header.stamp.sec) * 10**9 + int(msg.header.stamp.nanosec)
+
+    def _on_image(self, rec: CameraRecord):
+        def cb(msg: Any) -> None:
+            rec.stamps.append(self._stamp(msg))
+        return cb
+
+    def _on_output(self, into: dict):
+        def cb(msg: Any) -> None:
+            into.setdefault(self._stamp(msg), time.time_ns())
+        return cb
+
+    def _on_diag(self, msg: Any) -> None:
+        now = time.time()
+        for status in msg.status:
+            values = {kv.key: kv.value for kv in status.values}
+            values['_level'] = int.from_bytes(status.level, 'little') \
+                if isinstance(status.level, bytes) else int(status.level)
+            values['_message'] = status.message
+            if status.name.endswith(': node') or status.name.endswith(' node'):
+                self.node_status = values
+                self.node_diag.append((now, values))
+                continue
+            for rec in self.records:
+                if re.search(rf'camera {re.escape(rec.name)}$', status.name):
+                    rec.diag.append((now, values))
+
+    def close(self) -> None:
+        self.executor.shutdown()
+        self.node.destroy_node()
+        self._rclpy.try_shutdown()
+
+
+def _wait_active(counter: Counter, node: subprocess.Popen, timeout: float) -> float:
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < timeout:
+        if node.poll() is not None:
+            raise SystemExit(f'the node exited with {node.returncode} before it was active')
+        if counter.node_status.get('state') == 'active' or \
+                str(counter.node_status.get('_message', '')).startswith('active'):
+            return time.monotonic() - t0
+        time.sleep(0.2)
+    raise SystemExit(f'the node was not active after {timeout:.0f} s')
+
+
+def _profile(args: argparse.Namespace, pid: int, rec: CameraRecord) -> None:
+    """After the warm-up, sample the node with py-spy: the GIL holders, by thread."""
+    while len(rec.stamps) < args.warmup:
+        time.sleep(0.2)
+    subprocess.run([args.py_spy, 'record', '--pid', str(pid), '--duration',
+                    str(args.profile_seconds), '--threads', '--gil', '--format', 'raw', '-o',
+                    args.out + '_gil.txt'], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    with open(args.out + '_dump.txt', 'w') as fh:
+        subprocess.run([args.py_spy, 'dump', '--pid', str(pid)], stdout=fh,
+                       stderr=subprocess.STDOUT)
+
+
+def _totals(rec: CameraRecord) -> dict:
+    d = rec.diag[-1][1] if rec.diag else {}
+    received = _num(d.get('frames_received'))
+    counted = len(rec.stamps)
+    return {
+        'counter_received': counted,
+        'node_received': received,
+        'node_received_share': (received / counted) if received is not None and counted else None,
+        'node_lost_before_node': _num(d.get('frames_lost_before_node')),
+        'node_dropped': _num(d.get('frames_dropped')),
+        'node_rejected': _num(d.get('frames_rejected')),
+        'node_processed': _num(d.get('frames_processed')),
+        'poses_received': len(rec.pose_at),
+        'processed_rate_hz': _num(d.get('processed_rate_hz')),
+        'input_rate_hz': _num(d.get('input_rate_hz')),
+        'level': d.get('_level'), 'message': d.get('_message'),
+    }
+
+
+def run(args: argparse.Namespace) -> dict:
+    """Start node, counter and players; collect; stop everything; return the report."""
+    names = [f'cam{i}' for i in range(args.cameras)] if args.cameras > 1 else ['camera']
+    topics = [f'/live/{n}/image_raw' for n in names]
+    records = [CameraRecord(n, t) for n, t in zip(names, topics)]
+    last_output = 'points' if any('publish_points:=true' in s for s in args.set) else \
+        'camera_info'
+    counter = Counter(records, args.cameras > 1, last_output)
+    log = open(args.node_log, 'w') if args.node_log else subprocess.DEVNULL
+    started = time.monotonic()
+    node = subprocess.Popen(_node_cmd(args, topics, names), stdout=log,
+                            stderr=subprocess.STDOUT, start_new_session=True)
+    players: list = []
+    try:
+        active_s = _wait_active(counter, node, args.start_timeout)
+        if not Path(args.source).exists():
+            raise SystemExit(f'{args.source}: no such source to play')
+        player_log = open(args.node_log + '.players', 'w') if args.node_log else None
+        players = [subprocess.Popen(_player_cmd(args, t), stdout=player_log or subprocess.DEVNULL,
+                                    stderr=subprocess.STDOUT) for t in topics]
+        if args.profile_seconds > 0:
+            threading.Thread(target=_profile, args=(args, node.pid, records[0]),
+                             daemon=True).start()
+        deadline = time.monotonic() + args.frames / args.rate + 60.0
+        while any(p.poll() is None for p in players) and time.monotonic() < deadline:
+            time.sleep(0.5)
+            failed = [p.returncode for p in players if p.poll() not in (None, 0)]
+            if failed:
+                raise SystemExit(f'a player exited with {failed[0]} (see {args.node_log}.players)')
+            if node.poll() is not None:
+                raise SystemExit(f'the node exited with {node.returncode} during the run')
+        time.sleep(3.0)  # the last frames' outputs and one more /diagnostics
+        node_status = dict(counter.node_status)
+    finally:
+        for p in players:
+            if p.poll() is None:
+                p.send_signal(signal.SIGINT)
+        if node.poll() is None:
+            os.killpg(node.pid, signal.SIGINT)
+            try:
+                node.wait(20)
+            except subprocess.TimeoutExpired:
+                os.killpg(node.pid, signal.SIGKILL)
+        counter.close()
+    return {
+        'command': ' '.join(sys.argv), 'date': time.strftime('%Y-%m-%d %H:%M:%S %Z'),
+        'rate_hz': args.rate, 'cameras': args.cameras, 'frames_per_camera': args.frames,
+        'size': args.size, 'warmup': args.warmup, 'block': args.block,
+        'seconds_to_active': active_s, 'run_seconds': time.monotonic() - started,
+        'node': {k: v for k, v in node_status.items() if not k.startswith('_')},
+        'cameras_report': {rec.name: {'totals': _totals(rec),
+                                      'blocks': block_rows(rec, args.warmup, args.block,
+                                                           counter.node_diag)}
+                           for rec in records},
+    }
+
+
+def text_report(report: dict) -> str:
+    """A table a person reads: totals per camera, then one line per block."""
+    out = [f"{report['date']}  {report['cameras']} camera(s) at {report['rate_hz']:g} Hz, "
+           f"{report['frames_per_camera']} frames each, {report['size'] or 'source size'}; "
+           f"active after {report['seconds_to_active']:.1f} s",
+           f"node: {report['node'].get('startup', '')}"]
+    for name, cam in report['cameras_report'].items():
+        t = cam['totals']
+        share = t['node_received_share']
+        out.append(
+            f"[{name}] counter saw {t['counter_received']}, node received "
+            f"{_fmt(t['node_received'], 0)} ({_fmt(None if share is None else 100 * share)} %), "
+            f"lost before node {_fmt(t['node_lost_before_node'], 0)}, dropped in queue "
+            f"{_fmt(t['node_dropped'], 0)}, rejected {_fmt(t['node_rejected'], 0)}, processed "
+            f"{_fmt(t['node_processed'], 0)} (poses seen {t['poses_received']}), processed "
+            f"rate {_fmt(t['processed_rate_hz'], 2)} Hz")
+        out.append('  frames      n  proc  pose p50/p99 ms  last p50/p99 ms  step p50/p99 ms  '
+                   'device memory')
+        for b in cam['blocks']:
+            out.append(f"  {b['first_frame']:>6} {b['frames']:>6} {b['processed']:>5}  "
+                       f"{_fmt(b['pose_ms_p50']):>6}/{_fmt(b['pose_ms_p99']):<7}  "
+                       f"{_fmt(b['last_msg_ms_p50']):>6}/{_fmt(b['last_msg_ms_p99']):<7}  "
+                       f"{_fmt(b['step_ms_p50']):>6}/{_fmt(b['step_ms_p99']):<7}  "
+                       f"{b['gpu_memory']}")
+    return '\n'.join(out)
+
+
+def parse_args(argv: Optional[list] = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
+    p.add_argument('--params', type=Path, default=None, help='node parameter file')
+    p.add_argument('--set', action='append', default=[], metavar='NAME:=VALUE',
+                   help='node parameter override (repeatable)')
+    p.add_argument('--source', default=str(DEFAULT_SOURCE), help='what lingbot-ros-play plays')
+    p.add_argument('--size', default='640x480', help="frame size WIDTHxHEIGHT ('' keeps it)")
+    p.add_argument('--rate', type=float, default=15.0, help='frames per second per camera')
+    p.add_argument('--cameras', type=int, default=1)
+    p.add_argument('--frames', type=int, default=900, help='frames per camera')
+    p.add_argument('--warmup', type=int, default=150, help='frames left out of the blocks')
+    p.add_argument('--block', type=int, default=250, help='frames per block')
+    p.add_argument('--start-timeout', type=float, default=300.0)
+    p.add_argument('--node-log', default='', help="file for the node's output")
+    p.add_argument('--out', required=True, help='PREFIX: writes PREFIX.json and PREFIX.txt')
+    p.add_argument('--profile-seconds', type=int, default=0,
+                   help='after the warm-up, py-spy the node this long (PREFIX_gil.txt)')
+    p.add_argument('--py-spy', default='py-spy', help='the py-spy executable')
+    return p.parse_args(argv)
+
+
+def main(argv: Optional[list] = None) -> int:
+    args = parse_args(argv)
+    os.environ.setdefault('ROS_AUTOMATIC_DISCOVERY_RANGE', 'LOCALHOST')
+    report = run(args)
+    text = text_report(report)
+    Path(args.out + '.json').write_text(json.dumps(report, indent=1))
+    Path(args.out + '.txt').write_text(text + '\n')
+    print(text)
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())
