@@ -35,6 +35,20 @@ def node_executable() -> Path:
     return Path(sys.executable).with_name('lingbot_node')
 
 
+def dds_domain(default: int) -> int:
+    """
+    Return the DDS domain a test file runs its nodes in: ``ROS_DOMAIN_ID`` when set.
+
+    Unset, each file keeps a default of its own (51-58), so that files never see each
+    other's nodes. Set (CI, or several people on one machine), every file uses that
+    domain: files run one after another and each stops its nodes before the next starts,
+    and a test that counts what arrives on a shared topic (``/diagnostics``) counts only
+    its own node's messages.
+    """
+    value = os.environ.get('ROS_DOMAIN_ID', '').strip()
+    return int(value) if value else default
+
+
 def dds_env(domain: int, **extra: str) -> dict:
     """Return a child process's environment: loopback-only DDS in the test's own domain."""
     env = dict(os.environ, ROS_AUTOMATIC_DISCOVERY_RANGE='LOCALHOST',

@@ -203,10 +203,10 @@ def test_the_node_names_the_resolved_file_and_its_digest_in_log_and_diagnostics(
         cache, weights, tmp_path):
     import signal
     import subprocess
-    from conftest import dds_env, node_executable
+    from conftest import dds_domain, dds_env, node_executable
     from diagnostic_msgs.msg import DiagnosticArray
     from lingbot_ros.ros.probe import Probe, status_of
-    domain = 58
+    domain = dds_domain(58)
     digest = hashlib.sha256((weights[0] / 'tiny.safetensors').read_bytes()).hexdigest()
     env = dds_env(domain, HF_HUB_OFFLINE='1', HF_HOME=os.environ['HF_HOME'],
                   HF_HUB_CACHE=os.environ['HF_HUB_CACHE'])

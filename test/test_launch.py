@@ -30,14 +30,14 @@ import signal
 import subprocess
 import sys
 
-from conftest import dds_env, node_executable
+from conftest import dds_domain, dds_env, node_executable
 from diagnostic_msgs.msg import DiagnosticArray
 from lifecycle_msgs.msg import State, Transition
 from lifecycle_msgs.srv import ChangeState, GetState
 from lingbot_ros.ros.probe import Probe, status_of
 import pytest
 
-DOMAIN = 52
+DOMAIN = dds_domain(52)
 ROOT = Path(__file__).resolve().parents[1]
 LAUNCH = ROOT / 'launch' / 'lingbot.launch.py'
 EXE = node_executable()

@@ -22,10 +22,10 @@ whole numbers for floats, --help, and checkpoint files that are not checkpoints.
 
 import subprocess
 
-from conftest import dds_env, node_executable
+from conftest import dds_domain, dds_env, node_executable
 import pytest
 
-DOMAIN = 57
+DOMAIN = dds_domain(57)
 EXE = node_executable()
 
 

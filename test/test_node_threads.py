@@ -25,14 +25,17 @@ session a second worker thread.
 
 import os
 import threading
+import uuid
 
+from conftest import dds_domain
 from diagnostic_msgs.msg import DiagnosticArray
 from lifecycle_msgs.msg import State, Transition
 from lifecycle_msgs.srv import ChangeState, GetState
 from lingbot_ros.ros import node as node_module
 from lingbot_ros.ros.executor import ExecutorKind, make_executor
 from lingbot_ros.ros.node import EXECUTOR_THREADS, LingbotNode
-from lingbot_ros.ros.probe import Probe
+from lingbot_ros.ros.params import camera_names_from_topics
+from lingbot_ros.ros.probe import Probe, status_of
 import numpy as np
 import pytest
 import rclpy
@@ -41,9 +44,13 @@ from rclpy.parameter import Parameter
 from sensor_msgs.msg import Image
 from std_srvs.srv import Trigger
 
-DOMAIN = 56
-NAME = 'lingbot_threads'
-TOPIC = '/threads/image'
+DOMAIN = dds_domain(56)
+# Unique per run: in a shared ROS_DOMAIN_ID other nodes may publish on /diagnostics too,
+# and the counts below must be this node's messages only.
+RUN = uuid.uuid4().hex[:8]
+NAME = f'lingbot_threads_{RUN}'
+TOPIC = f'/threads_{RUN}/image'
+CAMERA_STATUS = f'lingbot_ros: camera {camera_names_from_topics([TOPIC])[0]}'
 
 
 class Gate:
@@ -92,6 +99,11 @@ def rig(monkeypatch, request):
         probe.close()
 
 
+def _ours(rig):
+    """Return the diagnostics arrays this node published (they carry its camera)."""
+    return [d for d in rig['diags'] if status_of(d, CAMERA_STATUS) is not None]
+
+
 def _transition(rig, transition, timeout=60):
     req = ChangeState.Request(transition=Transition(id=transition))
     res = rig['probe'].call(ChangeState, f'/{NAME}/change_state', req, timeout)
@@ -133,17 +145,17 @@ def _call_async(probe, srv, name, request):
 
 
 def test_reset_and_lifecycle_while_the_worker_is_inside_a_long_step(rig):
-    probe, diags = rig['probe'], rig['diags']
+    probe = rig['probe']
     assert _transition(rig, Transition.TRANSITION_CONFIGURE)
     assert _transition(rig, Transition.TRANSITION_ACTIVATE)
 
     # ~/reset while the step is held: answered only after the step, diagnostics flow on
     gate = _hold(rig, 1_000_000_000)
     future = _call_async(probe, Trigger, f'/{NAME}/reset', Trigger.Request())
-    seen = len(diags)
+    seen = len(_ours(rig))
     probe.spin_for(1.5)
     assert not future.done()
-    assert len(diags) - seen >= 5  # every 0.1 s, while the reset waits
+    assert len(_ours(rig)) - seen >= 5  # every 0.1 s, while the reset waits
     gate.release.set()
     assert probe.spin_until(future.done, 30)
     assert future.result().success and 'reset 1 session' in future.result().message
@@ -153,9 +165,9 @@ def test_reset_and_lifecycle_while_the_worker_is_inside_a_long_step(rig):
     gate = _hold(rig, 2_000_000_000)
     future = _call_async(probe, ChangeState, f'/{NAME}/change_state', ChangeState.Request(
         transition=Transition(id=Transition.TRANSITION_DEACTIVATE)))
-    seen = len(diags)
+    seen = len(_ours(rig))
     assert probe.spin_until(future.done, 30) and future.result().success
-    assert len(diags) > seen
+    assert len(_ours(rig)) > seen
     assert _state(rig) == State.PRIMARY_STATE_INACTIVE
     assert len(_workers()) == 1 and rig['node']._retired  # still inside its step
     topics = dict(probe.node.get_topic_names_and_types())

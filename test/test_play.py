@@ -19,6 +19,7 @@ from pathlib import Path
 import subprocess
 import sys
 
+from conftest import dds_domain, dds_env
 import cv2
 from lingbot_ros.ros.probe import Probe
 from lingbot_ros.tools import play, scene
@@ -27,13 +28,13 @@ import numpy as np
 import pytest
 from sensor_msgs.msg import Image
 
-DOMAIN = 53
+DOMAIN = dds_domain(53)
+DEMO_DOMAIN = dds_domain(54)  # the demo's own node and player, apart from the probe
 BIN = Path(sys.executable).parent
 
 
-def _env():
-    return dict(os.environ, ROS_AUTOMATIC_DISCOVERY_RANGE='LOCALHOST',
-                ROS_DOMAIN_ID=str(DOMAIN), PYTHONUNBUFFERED='1')
+def _env(domain=DOMAIN):
+    return dds_env(domain)
 
 
 @pytest.fixture(scope='module')
@@ -128,7 +129,7 @@ def test_bad_arguments_are_refused():
 
 
 def test_demo_streams_the_scene_through_the_node_and_exits_zero():
-    env = dict(_env(), ROS_DOMAIN_ID=str(DOMAIN + 1))
+    env = _env(DEMO_DOMAIN)
     proc = subprocess.run([str(BIN / 'lingbot-ros-demo'), '--frames', '6', '--rate', '5',
                            '--image-size', '56', '--scale-frames', '2', '--timeout', '120'],
                           env=env, capture_output=True, text=True, timeout=180)

@@ -28,7 +28,7 @@ import signal
 import subprocess
 import time
 
-from conftest import dds_env, node_executable
+from conftest import dds_domain, dds_env, node_executable
 import cv2
 from diagnostic_msgs.msg import DiagnosticArray
 from geometry_msgs.msg import PoseStamped
@@ -47,7 +47,7 @@ try:
 except ImportError:  # tf2_msgs comes with tf2_ros, from a ROS distro
     TFMessage = None
 
-DOMAIN = 51
+DOMAIN = dds_domain(51)
 ROOT = Path(__file__).resolve().parents[1]
 EXE = node_executable()
 RAW, COMP, ENC = 'lingbot_dds', 'lingbot_dds_jpeg', 'lingbot_dds_enc'
