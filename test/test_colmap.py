@@ -15,7 +15,7 @@
 """The COLMAP writer, read back by pycolmap: the demo room's true poses, depth and map."""
 
 import cv2
-from lingbot_ros.streaming.colmap import (KeyframeStore, keyframe_image, point_errors,
+from lingbot_ros.streaming.colmap import (keyframe_image, KeyframeStore, point_errors,
                                           write_colmap)
 from lingbot_ros.streaming.map_cloud import MapCloud, MapCloudConfig, MapPoints
 from lingbot_ros.streaming.result import FrameResult, FrameType
@@ -163,8 +163,8 @@ def test_a_second_model_in_the_folder_replaces_the_first(tmp_path):
                        np.array([0.0, 4.0], np.float32))
     write_colmap(tmp_path, images, points)
     write_colmap(tmp_path, images[1:], points)
-    assert sorted(p.name for p in (tmp_path / 'images').iterdir()) == ['000001.jpg',
-                                                                        '000002.jpg']
+    written = sorted(p.name for p in (tmp_path / 'images').iterdir())
+    assert written == ['000001.jpg', '000002.jpg']
     assert not (tmp_path / '.partial').exists()
     rec = _read(tmp_path, 'text')
     assert rec.num_images() == 2

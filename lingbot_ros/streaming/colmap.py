@@ -271,6 +271,6 @@ def _write_points(sparse: Path, xyz: np.ndarray, rgb: np.ndarray, errors: np.nda
 def _text_rows(ids: np.ndarray, xyz: np.ndarray, rgb: np.ndarray,
                errors: np.ndarray) -> Iterable[str]:
     """One text line per point; float32 map coordinates survive ``%.9g`` exactly."""
+    columns = zip(ids.tolist(), xyz.tolist(), rgb.tolist(), errors.tolist())
     return [f'{i} {x:.9g} {y:.9g} {z:.9g} {r} {g} {b} {e:.9g}'
-            for i, (x, y, z), (r, g, b), e in zip(ids.tolist(), xyz.tolist(), rgb.tolist(),
-                                                    errors.tolist())]
+            for i, (x, y, z), (r, g, b), e in columns]
