@@ -48,6 +48,7 @@ ROS_WHEELS = [
 TEST = [
     'pytest>=7',
     'hypothesis>=6',
+    'pycolmap>=3.12',
     'ros-ament-flake8',
     'ros-ament-pep257',
     'flake8',

@@ -132,3 +132,40 @@ def test_the_map_message_carries_xyz_rgb_and_confidence():
                                                 ('rgb', '<u4'), ('c', '<f4')])
     np.testing.assert_array_equal(rec['z'], [3.0, 6.0])
     assert list(rec['rgb']) == [0xFF0000, 0x0000FF] and list(rec['c']) == [1.5, 2.5]
+
+
+def _indexed(index, epoch=0, kind=FrameType.KEYFRAME):
+    from dataclasses import replace
+    return replace(_result(index, epoch=epoch, kind=kind), index=index)
+
+
+def test_keyframe_images_are_kept_beside_the_map_bounded_and_cleared_with_it(tmp_path):
+    from lingbot_ros.ros.map_thread import save_colmap
+    maps = MapThread(2, CFG, max_keyframe_images=2)
+    pose = np.eye(4)
+    pose[1, 3] = 0.5
+    for i in range(3):
+        maps.run(maps_job(0, _indexed(i), pose))
+    maps.run(maps_job(0, _indexed(3, kind=FrameType.NON_KEYFRAME), pose))  # not a keyframe
+    points, images = maps.keyframe_images(0)
+    assert [i.name for i in images] == ['000001.jpg', '000002.jpg']  # the bound: the last 2
+    assert len(points.xyz) > 0 and all(np.array_equal(i.pose_c2w, pose) for i in images)
+    written, empty = save_colmap(maps, ['a', 'b'], tmp_path, 'now')
+    again, _ = save_colmap(maps, ['a', 'b'], tmp_path, 'now')  # the same stamp: no overwrite
+    assert written == [str(tmp_path / 'a_now_colmap')] and empty == ['b']
+    assert again == [str(tmp_path / 'a_now_colmap_2')]
+    assert sorted(p.name for p in (tmp_path / 'a_now_colmap' / 'images').iterdir()) == \
+        ['000001.jpg', '000002.jpg']
+    maps.run(maps_job(0, None, None, JobKind.CLEAR))
+    assert maps.keyframe_images(0)[1] == []
+    maps.run(maps_job(0, _indexed(4), pose))
+    maps.run(maps_job(0, _indexed(5, epoch=1), pose))  # a new map: its images only
+    assert [i.name for i in maps.keyframe_images(0)[1]] == ['000005.jpg']
+    off = MapThread(1, CFG)  # 0 images by default: nothing is encoded or kept
+    off.run(maps_job(0, _indexed(0), pose))
+    assert off.keyframe_images(0)[1] == [] and off.write_colmap(0, tmp_path / 'x') is None
+
+
+def maps_job(camera, result, pose, kind=JobKind.ADD):
+    from lingbot_ros.ros.map_thread import _Job
+    return _Job(kind, camera, result, pose)

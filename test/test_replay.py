@@ -201,3 +201,76 @@ def test_errors_are_one_line_with_exit_code_2(tmp_path, capsys):
     err = _error(capsys, FIXTURE_ARGS + ['--images', str(BASIC / 'images.npy'), '--ply',
                                          str(tmp_path / 'no' / 'such' / 'dir' / 'm.ply')])
     assert 'cannot write output' in err
+
+
+COURTHOUSE = Path(__file__).resolve().parents[1] / '..' / 'shared' / 'data' / 'courthouse'
+
+
+def _pycolmap_model(folder):
+    pycolmap = pytest.importorskip('pycolmap')  # a test dependency: installed in CI
+    rec = pycolmap.Reconstruction()
+    rec.read_text(str(folder / 'sparse' / '0'))
+    return rec, pycolmap
+
+
+@pytest.mark.skipif(not COURTHOUSE.is_dir(), reason=f'{COURTHOUSE}: shared sample images '
+                    'missing')
+def test_colmap_model_of_the_courthouse_reads_back_in_pycolmap(tmp_path):
+    out = tmp_path / 'colmap'
+    rc = main(['--preset', 'tiny', '--device', 'cpu', '--quiet', '--images', str(COURTHOUSE),
+               '--image-size', '84', '--scale-frames', '4', '--out', str(tmp_path / 'o.npz'),
+               '--ply', str(tmp_path / 'map.ply'), '--map-voxel-size', '0.001',
+               '--colmap', str(out)])
+    assert rc == 0
+    arrays = np.load(tmp_path / 'o.npz')
+    keyframes = np.flatnonzero(arrays['is_keyframe'])
+    rec, pycolmap = _pycolmap_model(out)
+    assert rec.num_images() == rec.num_cameras() == len(keyframes) == 48
+    depth = arrays['depth'][..., 0]
+    h, w = depth.shape[1:]
+    for img in rec.images.values():
+        i = int(img.name[:6])
+        cam = rec.cameras[img.camera_id]
+        assert cam.model == pycolmap.CameraModelId.PINHOLE and (cam.width, cam.height) == (w, h)
+        k = intrinsics_from_fov(arrays['pose_enc'][i, 7], arrays['pose_enc'][i, 8], h, w)
+        np.testing.assert_allclose(cam.params, [k[0, 0], k[1, 1], k[0, 2] + 0.5, k[1, 2] + 0.5],
+                                   rtol=1e-5)
+        w2c = np.linalg.inv(pose_enc_to_matrix(arrays['pose_enc'][i]))
+        np.testing.assert_allclose(img.cam_from_world().matrix(), w2c[:3], atol=1e-5)
+        assert (out / 'images' / img.name).stat().st_size > 0
+    # the points are the map of --ply
+    xyz, rgb, conf = read_ply(tmp_path / 'map.ply')
+    ids = sorted(rec.points3D)
+    assert len(ids) == len(xyz) > 1000
+    got = np.array([rec.points3D[i].xyz for i in ids]).astype(np.float32)
+    np.testing.assert_array_equal(got, xyz)
+    np.testing.assert_array_equal(np.array([rec.points3D[i].color for i in ids]), rgb)
+    # each lands, at its depth, on a pixel of a keyframe that saw it
+    seen = np.zeros(len(xyz), bool)
+    for img in rec.images.values():
+        cam, d = rec.cameras[img.camera_id], depth[int(img.name[:6])]
+        pts = img.cam_from_world() * xyz.astype(np.float64)
+        front = pts[:, 2] > 0
+        uv = np.full((len(pts), 2), -1.0)
+        uv[front] = cam.img_from_cam(pts[front])
+        inside = front & np.all((uv >= 0) & (uv < [w, h]), axis=1)
+        iu = np.clip(uv[:, 0].astype(int), 0, w - 1)
+        iv = np.clip(uv[:, 1].astype(int), 0, h - 1)
+        seen |= inside & (np.abs(d[iv, iu] - pts[:, 2]) < 0.01 * np.abs(pts[:, 2]))
+    assert seen.mean() > 0.99, seen.mean()
+
+
+def test_colmap_keeps_the_latest_keyframes_at_the_bound(tmp_path, capsys):
+    rc = main(FIXTURE_ARGS[:-1] + ['--images', str(BASIC / 'images.npy'), '--colmap',
+                                   str(tmp_path / 'm'), '--colmap-max-keyframes', '3'])
+    assert rc == 0
+    rec, _ = _pycolmap_model(tmp_path / 'm')
+    assert sorted(i.name for i in rec.images.values()) == [
+        '000009.jpg', '000010.jpg', '000011.jpg']
+    assert sorted(p.name for p in (tmp_path / 'm' / 'images').iterdir()) == [
+        '000009.jpg', '000010.jpg', '000011.jpg']
+    err = capsys.readouterr().err
+    assert f'colmap: 3 keyframe images, {rec.num_points3D()} points -> {tmp_path / "m"}' in err
+    err = _error(capsys, FIXTURE_ARGS + ['--images', str(BASIC / 'images.npy'), '--colmap',
+                                         str(tmp_path / 'n'), '--colmap-max-keyframes', '0'])
+    assert '--colmap-max-keyframes=0' in err

@@ -21,7 +21,9 @@ queue: when the map thread falls behind, the oldest waiting keyframe is skipped 
 counted, never the worker held up). One thread writes the clouds; readers (the publish
 timer, ``~/save_map``) take :meth:`MapThread.snapshot`, which copies under the camera's
 lock. A reset of a camera's session is queued in order with its keyframes, so points of
-the old map never land in the new one. Nothing here imports rclpy.
+the old map never land in the new one. The same thread keeps each camera's last keyframe
+images (JPEG, at most ``max_keyframe_images``) beside its map, so ``~/save_colmap`` can
+write a COLMAP model at any time. Nothing here imports rclpy.
 """
 
 from __future__ import annotations
@@ -30,9 +32,12 @@ from collections import deque
 import dataclasses
 from dataclasses import dataclass
 from enum import Enum
+from pathlib import Path
 import threading
 from typing import Deque, Optional
 
+from lingbot_ros.streaming.colmap import (ColmapSummary, keyframe_image, KeyframeStore,
+                                          write_colmap)
 from lingbot_ros.streaming.map_cloud import AddOutcome, MapCloud, MapCloudConfig, MapStats
 from lingbot_ros.streaming.result import FrameResult
 import numpy as np
@@ -69,9 +74,10 @@ class MapCounters:
 
 
 class _CameraMap:
-    def __init__(self, cfg: MapCloudConfig) -> None:
+    def __init__(self, cfg: MapCloudConfig, max_images: int) -> None:
         self.lock = threading.Lock()
         self.cloud = MapCloud(cfg)
+        self.images = KeyframeStore(max_images)  # written by the map thread only
         self.counters = MapCounters()
 
 
@@ -79,8 +85,9 @@ class MapThread:
     """One thread, one voxel map per camera; see the module docstring."""
 
     def __init__(self, cameras: int, config: MapCloudConfig,
-                 queue_frames: int = QUEUE_FRAMES) -> None:
-        self._maps = [_CameraMap(config) for _ in range(cameras)]
+                 queue_frames: int = QUEUE_FRAMES, max_keyframe_images: int = 0) -> None:
+        self._maps = [_CameraMap(config, max_keyframe_images) for _ in range(cameras)]
+        self.max_keyframe_images = max_keyframe_images
         self._queue: Deque[_Job] = deque()
         self._per_camera = max(1, int(queue_frames))
         self._cond = threading.Condition()
@@ -124,6 +131,19 @@ class MapThread:
         cam = self._maps[camera]
         with cam.lock:
             return cam.cloud.snapshot(), cam.counters
+
+    def keyframe_images(self, camera: int) -> tuple:
+        """Return (MapPoints copy, [KeyframeImage]) of one camera, of the same instant."""
+        cam = self._maps[camera]
+        with cam.lock:
+            return cam.cloud.snapshot(), cam.images.images()
+
+    def write_colmap(self, camera: int, folder: Path) -> Optional[ColmapSummary]:
+        """Write one camera's keyframe images and map as a COLMAP model; None if no image."""
+        points, images = self.keyframe_images(camera)
+        if not images:
+            return None
+        return write_colmap(folder, images, points)
 
     def counters(self, camera: int) -> MapCounters:
         return self._maps[camera].counters
@@ -178,11 +198,18 @@ class MapThread:
             with cam.lock:
                 had = cam.cloud.points > 0
                 cam.cloud.clear()
+                cam.images.clear()
                 stats = cam.cloud.stats()
             self._count(job.camera, stats, restarts=int(had), version=1)
             return
+        image = None  # compressed outside the lock: readers never wait for the encoder
+        if self.max_keyframe_images and job.result.is_keyframe and job.result.depth is not None \
+                and job.result.colors is not None:
+            image = keyframe_image(job.result, job.pose_map)
         with cam.lock:
             report = cam.cloud.add(job.result, job.pose_map)
+            if image is not None and report.outcome == AddOutcome.ADDED:
+                cam.images.add(image)
             stats = cam.cloud.stats()
         added = report.outcome == AddOutcome.ADDED
         self._count(job.camera, stats, job.result.stamp_ns if added else None,
@@ -206,3 +233,25 @@ class MapThread:
             if stamp_ns is not None:
                 changes['stamp_ns'] = stamp_ns
             cam.counters = dataclasses.replace(c, **changes)
+
+
+def save_colmap(maps: MapThread, names: list, folder: Path, when: str) -> tuple:
+    """
+    Write each camera's COLMAP model into ``folder/<name>_<when>_colmap``; never overwrite.
+
+    Returns (folders written, names of cameras without a keyframe image yet). A folder
+    that exists already (two calls within the stamp's resolution) gets a ``_2``, ``_3``...
+    suffix instead.
+    """
+    written, empty = [], []
+    for index, name in enumerate(names):
+        base = folder / f'{name}_{when}_colmap'
+        target, n = base, 1
+        while target.exists():
+            n += 1
+            target = base.with_name(f'{base.name}_{n}')
+        if maps.write_colmap(index, target) is None:
+            empty.append(name)
+        else:
+            written.append(str(target))
+    return written, empty

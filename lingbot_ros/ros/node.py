@@ -52,7 +52,7 @@ from lingbot_ros.ros.convert import ImageConverter, ImageRejected
 from lingbot_ros.ros.dds import use_large_image_profile
 from lingbot_ros.ros.executor import ExecutorKind, make_executor
 from lingbot_ros.ros.intake import SequenceGaps
-from lingbot_ros.ros.map_thread import MapThread
+from lingbot_ros.ros.map_thread import MapThread, save_colmap
 from lingbot_ros.ros.params import (check_one, descriptor, engine_config, map_config,
                                     NodeParams, ParamError, parse, SPEC, SPECS, stream_config,
                                     update)
@@ -341,7 +341,8 @@ class LingbotNode(LifecycleNode):
             cam.sliding_window = stream_cfg.sliding_window
         self._queue = FrameQueue(len(self.cameras), params.inputs.queue_size)
         self._worker = Worker(self.cameras, self._queue, self, self.current_stream_config)
-        self._maps = MapThread(len(self.cameras), map_config(params))
+        self._maps = MapThread(len(self.cameras), map_config(params),
+                               max_keyframe_images=params.outputs.colmap_max_keyframes)
         self._maps.start()
         self._map_restarts = {}
         self._converter = ImageConverter(params.inputs.use_cv_bridge)
@@ -352,6 +353,8 @@ class LingbotNode(LifecycleNode):
             self.create_service(Trigger, '~/save_trajectory', self._on_save,
                                 callback_group=self._service_group),
             self.create_service(Trigger, '~/save_map', self._on_save_map,
+                                callback_group=self._service_group),
+            self.create_service(Trigger, '~/save_colmap', self._on_save_colmap,
                                 callback_group=self._service_group)]
         log.info(f'model: {engine.description} on {engine.device} ({self.info.dtype}, '
                  f'{engine.backend} attention); image conversion: {self._converter.backend}')
@@ -787,6 +790,30 @@ class LingbotNode(LifecycleNode):
             response.success, response.message = False, f'cannot write to {folder}: {exc}'
             return response
         _answer(response, written, empty, 'map points')
+        self.get_logger().info(response.message)
+        return response
+
+    def _on_save_colmap(self, request: Trigger.Request, response: Trigger.Response) -> Any:
+        """Write each camera's kept keyframes and map as a COLMAP model into trajectory_dir."""
+        maps, params = self._maps, self.params
+        refusal = ('not configured: no map' if maps is None or params is None else
+                   'publish_map is false: no map is accumulated (set it true)'
+                   if not params.outputs.publish_map else
+                   'colmap_max_keyframes is 0: no keyframe image is kept (set it > 0 and '
+                   'restart)' if not maps.max_keyframe_images else None)
+        if refusal:
+            response.success, response.message = False, refusal
+            return response
+        maps.drain(SAVE_DRAIN_S)  # keyframes already handed over belong in the model
+        folder = Path(params.trajectory_dir)
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            when = datetime.now().strftime('%Y%m%d-%H%M%S-%f')  # two calls never share one
+            written, empty = save_colmap(maps, [c.name for c in self.cameras], folder, when)
+        except OSError as exc:
+            response.success, response.message = False, f'cannot write to {folder}: {exc}'
+            return response
+        _answer(response, written, empty, 'keyframe images')
         self.get_logger().info(response.message)
         return response
 

@@ -187,6 +187,11 @@ SPECS: tuple[Spec, ...] = (
     Spec('map_max_points', 500000, 'Voxels kept per camera (about 180 bytes each); beyond, the '
          'least recently observed are dropped first (counted in diagnostics).', low=1,
          high=100000000),
+    Spec('colmap_max_keyframes', 100, 'Keyframe images kept per camera (JPEG in memory, '
+         'about 30-80 kB each at a 518-pixel-wide model grid: ~3-8 MB at 100) so that '
+         '~/save_colmap can write a COLMAP model of the map at any time; the oldest go first. '
+         '0: none kept (~/save_colmap refuses). Needs publish_map.', read_only=True, low=0,
+         high=100000),
     # --- diagnostics and services ----------------------------------------------------
     Spec('diagnostics_period', 1.0, 'Seconds between /diagnostics messages.', read_only=True,
          low=0.05, high=60.0),
@@ -284,6 +289,7 @@ class OutputParams:
     map_period: float
     map_voxel_size: float
     map_max_points: int
+    colmap_max_keyframes: int
 
 
 @dataclass(frozen=True)

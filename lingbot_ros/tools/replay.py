@@ -23,7 +23,10 @@ flags override. OUT.npz holds the fixtures' array names: note that ``extrinsic_w
 the raw ``[R(q) | T]`` (which this package reads as camera-to-world, as the fixtures
 README explains) and ``extrinsic_c2w`` its inverse. ``--ply`` writes the accumulated map
 of the run (the node's ``~/map``: keyframe points merged per voxel, bounded, of the last
-map epoch) in the optical map frame of ``--trajectory``. No ROS needed.
+map epoch) in the optical map frame of ``--trajectory``. ``--colmap DIR`` writes the same
+map with the keyframes of that epoch (at most ``--colmap-max-keyframes``, the latest) as a
+COLMAP model (``DIR/images``, ``DIR/sparse/0``) for NeRF / Gaussian-splat trainers. No ROS
+needed.
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ from lingbot_ros.streaming.config import BACKENDS, DTYPES, EngineConfig, StreamC
 from lingbot_ros.streaming.map_cloud import MapCloud, MapCloudConfig
 import numpy as np
 
+COLMAP_MAX_KEYFRAMES = 1000  # ~50 MB of JPEGs at a 518-pixel-wide model grid
 VIDEO_SUFFIXES = ('.mp4', '.avi', '.mov', '.mkv', '.webm', '.m4v', '.mpg', '.mpeg')
 
 
@@ -67,6 +71,12 @@ def build_parser() -> argparse.ArgumentParser:
     map_defaults = MapCloudConfig()
     p.add_argument('--ply', metavar='FILE.ply',
                    help='write the accumulated map (keyframe points per voxel) as binary PLY')
+    p.add_argument('--colmap', metavar='DIR',
+                   help='write a COLMAP model: DIR/images (keyframes at the model grid) and '
+                   'DIR/sparse/0 (cameras, images, the map as points3D)')
+    p.add_argument('--colmap-max-keyframes', type=int, default=COLMAP_MAX_KEYFRAMES,
+                   help='keyframe images kept for --colmap, the latest first (JPEG in memory; '
+                   f'default {COLMAP_MAX_KEYFRAMES})')
     p.add_argument('--map-voxel-size', type=float, default=map_defaults.voxel_size,
                    help=f'voxel edge of the map in model units (default '
                    f'{map_defaults.voxel_size})')
@@ -141,7 +151,7 @@ def stream_config(args: argparse.Namespace) -> StreamConfig:
              'max_window_frames': args.max_window_frames,
              'camera_iterations': args.camera_iterations, 'image_size': args.image_size}
     fields.update({k: v for k, v in flags.items() if v is not None})
-    if getattr(args, 'ply', None):
+    if getattr(args, 'ply', None) or getattr(args, 'colmap', None):
         fields['with_depth'] = True  # the map is made of depth
     return StreamConfig.from_dict(fields)
 
@@ -185,13 +195,19 @@ def load_input(path: str, image_size: int, patch_size: int, fps: float) -> Any:
 
 def run(args: argparse.Namespace) -> dict:
     """Load, run and write; return a short summary (frames, keyframes, windows)."""
+    from lingbot_ros.streaming.colmap import KeyframeStore
     from lingbot_ros.streaming.engine import Engine, EngineError
+    from lingbot_ros.streaming.colmap import write_colmap
     from lingbot_ros.streaming.ply import write_ply
     from lingbot_ros.streaming.trajectory import write_npz, write_tum
 
     try:
         stream_cfg = stream_config(args)
-        cloud = MapCloud(map_config(args)) if args.ply else None
+        cloud = MapCloud(map_config(args)) if args.ply or args.colmap else None
+        if args.colmap_max_keyframes < 1:
+            raise ConfigError(f'--colmap-max-keyframes={args.colmap_max_keyframes} is '
+                              'invalid: expected an integer >= 1')
+        store = KeyframeStore(args.colmap_max_keyframes) if args.colmap else None
         engine_cfg = EngineConfig(
             checkpoint=args.checkpoint, preset=args.preset or 'tiny',
             model_config=args.model_config, device=args.device, dtype=args.dtype,
@@ -221,16 +237,35 @@ def run(args: argparse.Namespace) -> dict:
             Path(args.kv_stats).write_text(json.dumps({'steps': out.kv_stats}, indent=1))
         restarts = 0
         if cloud is not None:
-            for result in out.results:
-                restarts += cloud.add(result).new_epoch
-            write_ply(args.ply, *cloud.snapshot())
+            restarts = _build_map(out.results, cloud, store)
+            if args.ply:
+                write_ply(args.ply, *cloud.snapshot())
+            if store is not None:
+                colmap = write_colmap(args.colmap, store.images(), cloud.snapshot())
     except OSError as exc:
         raise ReplayError(f'cannot write output: {exc}') from exc
+    except ValueError as exc:  # a COLMAP model without a keyframe image
+        raise ReplayError(f'cannot write the COLMAP model: {exc}') from exc
     summary = {'frames': len(out.results), 'keyframes': int(out.arrays['is_keyframe'].sum()),
                'windows': session.window_index + 1, 'model': engine.description}
     if cloud is not None:
         summary['map'], summary['map_restarts'] = cloud.stats(), restarts
+    if store is not None:
+        summary['colmap'] = colmap
     return summary
+
+
+def _build_map(results: Sequence[Any], cloud: MapCloud, store: Any) -> int:
+    """Merge the keyframes into ``cloud`` (and their images into ``store``); return restarts."""
+    from lingbot_ros.streaming.colmap import keyframe_image
+    from lingbot_ros.streaming.map_cloud import AddOutcome
+    restarts = 0
+    for result in results:
+        report = cloud.add(result)
+        restarts += report.new_epoch
+        if store is not None and report.outcome is AddOutcome.ADDED:
+            store.add(keyframe_image(result))
+    return restarts
 
 
 def _progress(total: int, quiet: bool) -> Any:
@@ -261,8 +296,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             restarted = summary['map_restarts']
             note = f'; the map restarted {restarted} time(s): the file holds the last one' \
                 if restarted else ''
+            dest = ', '.join(d for d in (args.ply, args.colmap) if d)
             print(f'map: {m.points} points from {m.keyframes} keyframes ({m.dropped_points} '
-                  f'dropped at the bound{note}) -> {args.ply}', file=sys.stderr)
+                  f'dropped at the bound{note}) -> {dest}', file=sys.stderr)
+        if 'colmap' in summary:
+            c = summary['colmap']
+            print(f'colmap: {c.images} keyframe images, {c.points} points -> {c.folder} '
+                  "(scale: the model's)", file=sys.stderr)
     return 0
 
 
