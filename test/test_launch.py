@@ -34,6 +34,7 @@ from conftest import dds_env, node_executable
 from diagnostic_msgs.msg import DiagnosticArray
 from lifecycle_msgs.msg import State, Transition
 from lifecycle_msgs.srv import ChangeState, GetState
+from lingbot_ros.ros.params import SPEC
 from lingbot_ros.ros.probe import Probe, status_of
 import pytest
 
@@ -171,8 +172,11 @@ def test_ros2_launch_starts_an_active_lifecycle_node(ament_env, tmp_path):
         diags = probe.collect(DiagnosticArray, '/diagnostics')
         assert probe.spin_until(lambda: _state(probe, '/robot/lingbot_node', 5)
                                 == State.PRIMARY_STATE_ACTIVE, 120), _read(log)
-        assert probe.spin_until(lambda: _last_active(diags) is not None, 20)
-        cam = status_of(_last_active(diags), 'lingbot_ros: camera camera')
+        assert probe.spin_until(
+            lambda: _last_active(diags, '/robot/lingbot_node') is not None, 20)
+        # status names carry the node's fully qualified name: <node>: <component>
+        cam = status_of(_last_active(diags, '/robot/lingbot_node'),
+                        '/robot/lingbot_node: camera camera')
         assert cam[2]['topic'] == '/robot/camera/image_raw'  # the resolved, remapped name
         topics = dict(probe.node.get_topic_names_and_types())
         assert 'sensor_msgs/msg/Image' in topics.get('/robot/camera/image_raw', [])
@@ -187,7 +191,9 @@ def test_the_rviz_view_shows_the_map_path_pose_and_depth_in_the_map_frame():
     import yaml
     view = yaml.safe_load((ROOT / 'config' / 'lingbot.rviz').read_text())
     manager = view['Visualization Manager']
-    assert manager['Global Options']['Fixed Frame'] == 'map'
+    # our own map frame, never nav2's 'map' (REP-105)
+    assert manager['Global Options']['Fixed Frame'] == SPEC['map_frame'].default \
+        == 'lingbot_map'
     shown = {d['Class'].split('/')[-1]: d['Topic']['Value'] for d in manager['Displays']
              if 'Topic' in d}
     assert shown == {'PointCloud2': '/lingbot_node/map_points', 'Path': '/lingbot_node/path',
@@ -242,8 +248,10 @@ def test_executable_starts_as_launch_ros_starts_it(tmp_path):
                 break
             probe.spin_for(2.0)
         assert state == State.PRIMARY_STATE_ACTIVE, _read(log)
-        assert probe.spin_until(lambda: _last_active(diags) is not None, 20)
-        node = status_of(_last_active(diags), 'lingbot_ros: node')
+        assert probe.spin_until(
+            lambda: _last_active(diags, '/robot/lingbot_node') is not None, 20)
+        node = status_of(_last_active(diags, '/robot/lingbot_node'),
+                         '/robot/lingbot_node: node')
         assert 'random weights' in node[2]['model']
         startup = node[2]['startup']  # where the start-up time went, by phase
         assert 'from process start to active' in startup and 'model ' in startup
@@ -259,10 +267,10 @@ def test_executable_starts_as_launch_ros_starts_it(tmp_path):
     assert rc == 0, _read(log)  # a clean shutdown on SIGINT
 
 
-def _last_active(diags):
-    """Return the newest diagnostics array whose node status says 'active'."""
+def _last_active(diags, name):
+    """Return the newest diagnostics array whose status of node ``name`` says 'active'."""
     for d in reversed(diags):
-        node = status_of(d, 'lingbot_ros: node')
+        node = status_of(d, f'{name}: node')
         if node is not None and node[2]['state'] == 'active':
             return d
     return None
