@@ -442,6 +442,10 @@ def test_reset_and_save_trajectory_services(rig):
     assert rows.shape == (7, 8)  # the 3 + 4 frames since the stamp reset
     assert rows[0, 0] == pytest.approx(0.5) and rows[-1, 0] == pytest.approx(4.3)
     assert np.load(tum[0].with_suffix('.npz'))['poses'].shape == (7, 4, 4)
+    again = probe.call(Trigger, f'/{RAW}/save_trajectory', Trigger.Request())
+    assert again.success, again.message  # within the same second: new files, none overwritten
+    second = [p for p in again.message.replace('wrote ', '').split(', ') if p.endswith('.tum')]
+    assert len(second) == 1 and Path(second[0]) != tum[0] and tum[0].exists()
 
     res = probe.call(Trigger, f'/{RAW}/reset', Trigger.Request())
     assert res.success and 'reset 1 session' in res.message

@@ -763,14 +763,14 @@ class LingbotNode(LifecycleNode):
         written, empty = [], []
         try:
             folder.mkdir(parents=True, exist_ok=True)
-            when = datetime.now().strftime('%Y%m%d-%H%M%S')
+            when = _now_text()
             for cam in self.cameras:
                 track = _trajectory(cam)
                 if track is None:
                     empty.append(cam.name)
                     continue
                 stamps, poses = track
-                base = folder / f'{cam.name}_{when}'
+                base = _fresh(folder / f'{cam.name}_{when}', ('.tum', '.npz'))
                 write_tum(base.with_suffix('.tum'), stamps * 1e-9, poses)
                 map_frame, child, _ = self._frames(cam)
                 write_npz(base.with_suffix('.npz'), {
@@ -798,13 +798,13 @@ class LingbotNode(LifecycleNode):
         written, empty = [], []
         try:
             folder.mkdir(parents=True, exist_ok=True)
-            when = datetime.now().strftime('%Y%m%d-%H%M%S')
+            when = _now_text()
             for cam in self.cameras:
                 points, _ = maps.snapshot(cam.index)
                 if points.xyz.shape[0] == 0:
                     empty.append(cam.name)
                     continue
-                base = folder / f'{cam.name}_{when}'
+                base = _fresh(folder / f'{cam.name}_{when}', ('.tum', '_map.ply'))
                 ply = base.with_name(base.name + '_map.ply')
                 write_ply(ply, points.xyz, points.rgb, points.confidence)
                 written.append(str(ply))
@@ -954,6 +954,20 @@ def _trajectory(cam: CameraStream) -> Optional[tuple]:
         return None
     return (np.array([s for s, _ in records], dtype=np.int64),
             np.stack([p for _, p in records]))
+
+
+def _now_text() -> str:
+    """Return local time to the millisecond for file names, e.g. 20260101-120000-123."""
+    return datetime.now().strftime('%Y%m%d-%H%M%S-%f')[:-3]
+
+
+def _fresh(base: Path, endings: tuple) -> Path:
+    """Return ``base``, or ``base_2``, ``base_3`` ...: the first no earlier save used."""
+    candidate, n = base, 1
+    while any(candidate.with_name(candidate.name + e).exists() for e in endings):
+        n += 1
+        candidate = base.with_name(f'{base.name}_{n}')
+    return candidate
 
 
 def _answer(response: Any, written: list, empty: list, what: str) -> Any:
