@@ -29,6 +29,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import time
 
 from conftest import dds_env, node_executable
 from diagnostic_msgs.msg import DiagnosticArray
@@ -36,6 +37,7 @@ from lifecycle_msgs.msg import State, Transition
 from lifecycle_msgs.srv import ChangeState, GetState
 from lingbot_ros.ros.params import SPEC
 from lingbot_ros.ros.probe import Probe, status_of
+import numpy as np
 import pytest
 
 DOMAIN = 52
@@ -133,12 +135,12 @@ def test_launch_file_loads_without_the_package_installed():
     assert [type(e) for e in desc.entities if isinstance(e, LifecycleNode)] == [LifecycleNode]
 
 
-def _launch(ament_env, tmp_path, *args):
+def _launch(ament_env, tmp_path, *args, domain=DOMAIN, name='launch.log'):
     params = tmp_path / 'fast.yaml'
     params.write_text(FAST)
     keep = ('AMENT_PREFIX_PATH', 'PATH', 'PYTHONPATH')
-    env = dds_env(DOMAIN, **{k: v for k, v in ament_env.items() if k in keep})
-    log = open(tmp_path / 'launch.log', 'w+')
+    env = dds_env(domain, **{k: v for k, v in ament_env.items() if k in keep})
+    log = open(tmp_path / name, 'w+')
     proc = subprocess.Popen([ROS2, 'launch', 'lingbot_ros', 'lingbot.launch.py',
                              f'params_file:={params}', *args],
                             env=env, stdout=log, stderr=subprocess.STDOUT,
@@ -280,3 +282,53 @@ def _read(log):
     log.flush()
     log.seek(0)
     return log.read()
+
+
+CTRL_C_DOMAIN = 122
+CTRL_C_RUNS = int(os.environ.get('LINGBOT_CTRL_C_RUNS', '2'))  # the issue's bar: 10
+
+
+@NEEDS_ROS2
+def test_ctrl_c_on_ros2_launch_while_frames_are_processed_exits_cleanly(ament_env, tmp_path):
+    """SIGINT to the launch's process group, as a terminal's Ctrl-C sends it."""
+    from geometry_msgs.msg import PoseStamped
+    from sensor_msgs.msg import Image
+    os.environ['ROS_AUTOMATIC_DISCOVERY_RANGE'] = 'LOCALHOST'
+    probe = Probe('ctrl_c_probe', domain_id=CTRL_C_DOMAIN)
+    camera = probe.publisher(Image, '/robot1/camera/image_raw')
+    poses = probe.collect(PoseStamped, '/robot1/lingbot_node/pose')
+    rng = np.random.default_rng(0)
+    stamp = [1_000_000_000]
+
+    def send():
+        msg = Image(height=48, width=64, encoding='rgb8', step=64 * 3)
+        msg.data = rng.integers(0, 256, 48 * 64 * 3, dtype=np.uint8).tobytes()
+        stamp[0] += 100_000_000
+        msg.header.stamp.sec, msg.header.stamp.nanosec = divmod(stamp[0], 1_000_000_000)
+        camera.publish(msg)
+        probe.spin_for(0.1)  # about 10 Hz: the worker is busy when the signal comes
+    try:
+        for run in range(CTRL_C_RUNS):
+            proc, log = _launch(ament_env, tmp_path, 'namespace:=robot1',
+                                'image_topic:=/robot1/camera/image_raw',
+                                domain=CTRL_C_DOMAIN, name=f'ctrl_c_{run}.log')
+            seen = len(poses)
+            deadline = time.monotonic() + 120
+            while len(poses) < seen + 3 and time.monotonic() < deadline and proc.poll() is None:
+                send()
+            assert len(poses) >= seen + 3, _read(log)  # processing when Ctrl-C comes
+            os.killpg(proc.pid, signal.SIGINT)
+            deadline = time.monotonic() + 40
+            while proc.poll() is None and time.monotonic() < deadline:
+                send()  # frames keep coming while the node stops
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+            rc = proc.wait(10)
+            text = _read(log)
+            assert rc == 0, f'run {run}: exit {rc}\n{text}'
+            for bad in ('Traceback', 'KeyboardInterrupt', '[ERROR]', 'terminate called',
+                        'exit code -'):
+                assert bad not in text, f'run {run}: {bad!r} in the log\n{text}'
+            assert 'process has finished cleanly' in text, text
+    finally:
+        probe.close()

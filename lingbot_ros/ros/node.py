@@ -1054,8 +1054,8 @@ def main(args: Optional[list] = None) -> int:
     finally:
         stop.request('the context was shut down')  # publish failures from here: no error
         _exit(node, executor, stop)
-        if handled:
-            stop.restore()
+        if handled:  # stopped: a late SIGINT / SIGTERM must not kill the exiting process
+            stop.ignore_from_now()
     return node.exit_code
 
 

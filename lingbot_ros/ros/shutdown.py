@@ -62,6 +62,20 @@ class StopRequest:
             return False
         return True
 
+    def ignore_from_now(self) -> None:
+        """
+        Ignore SIGINT and SIGTERM for the rest of the process (after the stop is done).
+
+        At exit Python puts SIG_DFL back wherever a Python handler is installed, so
+        launch's second SIGINT (or its SIGTERM) during interpreter shutdown would kill
+        the process (exit -2 / -15) after a clean stop. SIG_IGN is the one it keeps.
+        """
+        try:
+            for sig in STOP_SIGNALS:
+                signal.signal(sig, signal.SIG_IGN)
+        except ValueError:  # not the main thread
+            pass
+
     def restore(self) -> None:
         """Put back the handlers that were there before :meth:`install`."""
         for sig, handler in self._previous.items():
