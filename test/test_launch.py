@@ -35,7 +35,7 @@ from conftest import dds_env, node_executable
 from diagnostic_msgs.msg import DiagnosticArray
 from lifecycle_msgs.msg import State, Transition
 from lifecycle_msgs.srv import ChangeState, GetState
-from lingbot_ros.ros.params import SPEC
+from lingbot_ros.ros.params import SPEC, SPECS
 from lingbot_ros.ros.probe import Probe, status_of
 import numpy as np
 import pytest
@@ -183,6 +183,15 @@ def test_ros2_launch_starts_an_active_lifecycle_node(ament_env, tmp_path):
         topics = dict(probe.node.get_topic_names_and_types())
         assert 'sensor_msgs/msg/Image' in topics.get('/robot/camera/image_raw', [])
         assert '/robot/lingbot_node/transition_event' in topics  # a managed node
+        # ros2 param dump lists every parameter (one without a value made it print {})
+        env = dds_env(DOMAIN, **{k: v for k, v in ament_env.items()
+                                 if k in ('AMENT_PREFIX_PATH', 'PATH', 'PYTHONPATH')})
+        dump = subprocess.run([ROS2, 'param', 'dump', '/robot/lingbot_node'], env=env,
+                              capture_output=True, text=True, timeout=60)
+        import yaml
+        values = yaml.safe_load(dump.stdout)['/robot/lingbot_node']['ros__parameters']
+        assert {s.name for s in SPECS} <= set(values), dump.stdout + dump.stderr
+        assert values['camera_names'] == [] and values['map_frame'] == 'lingbot_map'
     finally:
         rc = _stop(proc, log)
         probe.close()
