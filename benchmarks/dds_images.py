@@ -20,8 +20,8 @@ camera driver does); this process counts what arrives with a best-effort depth-5
 whose callback does nothing else. Each ``--transport`` runs the pair with that Fast DDS
 setting in both processes' environment: ``default`` (shared memory with its 512 KB segment,
 then UDP), ``large_data`` (``FASTDDS_BUILTIN_TRANSPORTS=LARGE_DATA``), ``package`` (the
-profile the node uses by itself) or a profile file given as ``xml:PATH``. Prints one line per setting: sent,
-received, the share. Numbers only; it asserts nothing.
+profile the node uses by itself) or a profile file given as ``xml:PATH``. Prints one line
+per setting: sent, received, the share. Numbers only; it asserts nothing.
 """
 
 from __future__ import annotations

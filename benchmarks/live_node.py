@@ -12,7 +12,7 @@
 # See the License for the specific language governing permissions and
 # limitations under the License.
 
-"""
+r"""
 The live path as a robot gets it: the node in its own process, cameras over DDS, counted beside.
 
 Starts ``lingbot_node`` (a parameter file plus ``--set name:=value`` overrides), waits until
@@ -113,7 +113,7 @@ def _fmt(value: Optional[float], digits: int = 1) -> str:
 
 
 def _diag_near(snapshots: list, when: float) -> dict:
-    """The diagnostics snapshot received first after ``when`` (else the last)."""
+    """Return the diagnostics snapshot received first after ``when`` (else the last)."""
     for t, values in snapshots:
         if t >= when:
             return values
@@ -326,7 +326,7 @@ def run(args: argparse.Namespace) -> dict:
 
 
 def text_report(report: dict) -> str:
-    """A table a person reads: totals per camera, then one line per block."""
+    """Write the table a person reads: totals per camera, then one line per block."""
     out = [f"{report['date']}  {report['cameras']} camera(s) at {report['rate_hz']:g} Hz, "
            f"{report['frames_per_camera']} frames each, {report['size'] or 'source size'}; "
            f"active after {report['seconds_to_active']:.1f} s",

@@ -94,3 +94,37 @@ def ament_env(tmp_path_factory) -> dict:
     exe.chmod(0o755)
     paths = [str(prefix)] + [p for p in os.environ.get('AMENT_PREFIX_PATH', '').split(':') if p]
     return dict(os.environ, AMENT_PREFIX_PATH=':'.join(paths))
+
+
+def png_bomb(width: int = 30000, height: int = 30000) -> bytes:
+    """
+    Return a real, small PNG of ``width`` x ``height`` black pixels (1 bit grey).
+
+    About 110 KB for 30000x30000; decoded as colour it would be 2.7 GB. Rows are
+    compressed one at a time, so making it never holds the raw image either.
+    """
+    import struct
+    import zlib
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        body = kind + data
+        return struct.pack('>I', len(data)) + body + struct.pack('>I', zlib.crc32(body))
+    pack = zlib.compressobj(9)
+    row = bytes(1 + (width + 7) // 8)  # filter byte 0, then the packed bits
+    idat = b''.join(pack.compress(row) for _ in range(height)) + pack.flush()
+    ihdr = struct.pack('>IIBBBBB', width, height, 1, 0, 0, 0, 0)
+    return (b'\x89PNG\r\n\x1a\n' + chunk(b'IHDR', ihdr) + chunk(b'IDAT', idat)
+            + chunk(b'IEND', b''))
+
+
+def jpeg_declaring(width: int = 30000, height: int = 30000) -> bytes:
+    """Return a small real JPEG whose frame header (SOF0) is rewritten to declare this size."""
+    import struct
+
+    import cv2
+    import numpy as np
+    ok, enc = cv2.imencode('.jpg', np.full((48, 64, 3), 128, np.uint8))
+    data = bytearray(enc.tobytes())
+    at = data.index(b'\xff\xc0')  # baseline frame header: FFC0, length, precision, H, W
+    data[at + 5:at + 9] = struct.pack('>HH', height, width)
+    return bytes(data)

@@ -14,11 +14,13 @@
 
 """Image / CompressedImage conversion to RGB: every encoding, every rejection, no DDS."""
 
+from conftest import jpeg_declaring, png_bomb
 import cv2
 from lingbot_ros.ros import convert
 from lingbot_ros.ros.convert import (BadSize, compressed_to_rgb, CorruptImage, CV_BRIDGE_ENCODINGS,
                                      ENCODINGS, image_to_rgb, ImageConverter, ImageRejected,
-                                     load_cv_bridge, TruncatedData, UnknownEncoding)
+                                     load_cv_bridge, TooLarge, TruncatedData,
+                                     UnknownEncoding)
 from lingbot_ros.ros.reasons import Rejection
 import numpy as np
 import pytest
@@ -317,3 +319,55 @@ def test_invalid_frames_never_reach_a_converter(msg):
     finally:
         convert.numpy_rgb = real
     assert calls == []
+
+
+def _compressed(data: bytes, fmt: str) -> CompressedImage:
+    return CompressedImage(format=fmt, data=data)
+
+
+@pytest.mark.parametrize('ext,progressive', [('.png', False), ('.jpg', False), ('.jpg', True)])
+def test_the_header_gives_the_size_without_decoding(ext, progressive):
+    img = _rgb(3, 37, 53)
+    flags = [cv2.IMWRITE_JPEG_PROGRESSIVE, 1] if progressive else []
+    ok, enc = cv2.imencode(ext, img, flags)
+    kind = 'png' if ext == '.png' else 'jpeg'
+    assert convert.declared_size(kind, enc.reshape(-1)) == (53, 37)
+
+
+def test_a_decompression_bomb_is_refused_from_its_header(monkeypatch):
+    def never(*_):
+        raise AssertionError('the image was decoded')
+    monkeypatch.setattr(convert.cv2, 'imdecode', never)
+    conv = ImageConverter(use_cv_bridge=False)  # the default bound, 4096 x 4096
+    for data, fmt in ((png_bomb(), 'png'), (jpeg_declaring(), 'jpeg')):
+        with pytest.raises(TooLarge, match='30000x30000') as err:
+            conv.compressed(_compressed(data, fmt))
+        assert err.value.reason == Rejection.TOO_LARGE and 'max_input_pixels' in str(err.value)
+
+
+def test_the_bound_is_the_configured_one_and_inclusive():
+    ok, enc = cv2.imencode('.png', _rgb(1, 20, 30))
+    msg = _compressed(enc.tobytes(), 'png')
+    assert ImageConverter(False, max_pixels=600).compressed(msg).shape == (20, 30, 3)
+    with pytest.raises(TooLarge):
+        ImageConverter(False, max_pixels=599).compressed(msg)
+    raw = _msg(_rgb(1, 20, 30), 'rgb8')  # a raw image is bounded by the same parameter
+    assert ImageConverter(False, max_pixels=600).image(raw).shape == (20, 30, 3)
+    with pytest.raises(TooLarge):
+        ImageConverter(False, max_pixels=599).image(raw)
+
+
+def test_headers_that_say_nothing_usable_are_corrupt():
+    ok, enc = cv2.imencode('.jpg', _rgb(2))
+    data = enc.tobytes()
+    at = data.index(b'\xff\xc0')
+    no_frame = data[:at] + b'\xff\xfe\x00\x04ab' + data[data.index(b'\xff\xda'):]
+    with pytest.raises(CorruptImage, match='SOFn'):
+        compressed_to_rgb(_compressed(no_frame, 'jpeg'))
+    ok, png = cv2.imencode('.png', _rgb(2))
+    wrong = bytearray(png.tobytes())
+    wrong[12:16] = b'tEXt'  # IHDR must come first
+    with pytest.raises(CorruptImage, match='IHDR'):
+        compressed_to_rgb(_compressed(bytes(wrong), 'png'))
+    with pytest.raises(BadSize):
+        compressed_to_rgb(_compressed(jpeg_declaring(0, 10), 'jpeg'))

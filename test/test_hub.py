@@ -223,7 +223,7 @@ def test_the_node_names_the_resolved_file_and_its_digest_in_log_and_diagnostics(
 
         def node_status():
             for d in reversed(diags):
-                s = status_of(d, 'lingbot_ros: node')
+                s = status_of(d, '/lingbot_hub: node')
                 if s is not None and s[2]['state'] == 'active':
                     return s
             return None

@@ -29,12 +29,15 @@ import shutil
 import signal
 import subprocess
 import sys
+import time
 
 from conftest import dds_domain, dds_env, node_executable
 from diagnostic_msgs.msg import DiagnosticArray
 from lifecycle_msgs.msg import State, Transition
 from lifecycle_msgs.srv import ChangeState, GetState
+from lingbot_ros.ros.params import SPEC, SPECS
 from lingbot_ros.ros.probe import Probe, status_of
+import numpy as np
 import pytest
 
 DOMAIN = dds_domain(52)
@@ -132,12 +135,12 @@ def test_launch_file_loads_without_the_package_installed():
     assert [type(e) for e in desc.entities if isinstance(e, LifecycleNode)] == [LifecycleNode]
 
 
-def _launch(ament_env, tmp_path, *args):
+def _launch(ament_env, tmp_path, *args, domain=DOMAIN, name='launch.log'):
     params = tmp_path / 'fast.yaml'
     params.write_text(FAST)
     keep = ('AMENT_PREFIX_PATH', 'PATH', 'PYTHONPATH')
-    env = dds_env(DOMAIN, **{k: v for k, v in ament_env.items() if k in keep})
-    log = open(tmp_path / 'launch.log', 'w+')
+    env = dds_env(domain, **{k: v for k, v in ament_env.items() if k in keep})
+    log = open(tmp_path / name, 'w+')
     proc = subprocess.Popen([ROS2, 'launch', 'lingbot_ros', 'lingbot.launch.py',
                              f'params_file:={params}', *args],
                             env=env, stdout=log, stderr=subprocess.STDOUT,
@@ -171,12 +174,24 @@ def test_ros2_launch_starts_an_active_lifecycle_node(ament_env, tmp_path):
         diags = probe.collect(DiagnosticArray, '/diagnostics')
         assert probe.spin_until(lambda: _state(probe, '/robot/lingbot_node', 5)
                                 == State.PRIMARY_STATE_ACTIVE, 120), _read(log)
-        assert probe.spin_until(lambda: _last_active(diags) is not None, 20)
-        cam = status_of(_last_active(diags), 'lingbot_ros: camera camera')
+        assert probe.spin_until(
+            lambda: _last_active(diags, '/robot/lingbot_node') is not None, 20)
+        # status names carry the node's fully qualified name: <node>: <component>
+        cam = status_of(_last_active(diags, '/robot/lingbot_node'),
+                        '/robot/lingbot_node: camera camera')
         assert cam[2]['topic'] == '/robot/camera/image_raw'  # the resolved, remapped name
         topics = dict(probe.node.get_topic_names_and_types())
         assert 'sensor_msgs/msg/Image' in topics.get('/robot/camera/image_raw', [])
         assert '/robot/lingbot_node/transition_event' in topics  # a managed node
+        # ros2 param dump lists every parameter (one without a value made it print {})
+        env = dds_env(DOMAIN, **{k: v for k, v in ament_env.items()
+                                 if k in ('AMENT_PREFIX_PATH', 'PATH', 'PYTHONPATH')})
+        dump = subprocess.run([ROS2, 'param', 'dump', '/robot/lingbot_node'], env=env,
+                              capture_output=True, text=True, timeout=60)
+        import yaml
+        values = yaml.safe_load(dump.stdout)['/robot/lingbot_node']['ros__parameters']
+        assert {s.name for s in SPECS} <= set(values), dump.stdout + dump.stderr
+        assert values['camera_names'] == [] and values['map_frame'] == 'lingbot_map'
     finally:
         rc = _stop(proc, log)
         probe.close()
@@ -187,7 +202,9 @@ def test_the_rviz_view_shows_the_map_path_pose_and_depth_in_the_map_frame():
     import yaml
     view = yaml.safe_load((ROOT / 'config' / 'lingbot.rviz').read_text())
     manager = view['Visualization Manager']
-    assert manager['Global Options']['Fixed Frame'] == 'map'
+    # our own map frame, never nav2's 'map' (REP-105)
+    assert manager['Global Options']['Fixed Frame'] == SPEC['map_frame'].default \
+        == 'lingbot_map'
     shown = {d['Class'].split('/')[-1]: d['Topic']['Value'] for d in manager['Displays']
              if 'Topic' in d}
     assert shown == {'PointCloud2': '/lingbot_node/map_points', 'Path': '/lingbot_node/path',
@@ -242,8 +259,10 @@ def test_executable_starts_as_launch_ros_starts_it(tmp_path):
                 break
             probe.spin_for(2.0)
         assert state == State.PRIMARY_STATE_ACTIVE, _read(log)
-        assert probe.spin_until(lambda: _last_active(diags) is not None, 20)
-        node = status_of(_last_active(diags), 'lingbot_ros: node')
+        assert probe.spin_until(
+            lambda: _last_active(diags, '/robot/lingbot_node') is not None, 20)
+        node = status_of(_last_active(diags, '/robot/lingbot_node'),
+                         '/robot/lingbot_node: node')
         assert 'random weights' in node[2]['model']
         startup = node[2]['startup']  # where the start-up time went, by phase
         assert 'from process start to active' in startup and 'model ' in startup
@@ -259,10 +278,10 @@ def test_executable_starts_as_launch_ros_starts_it(tmp_path):
     assert rc == 0, _read(log)  # a clean shutdown on SIGINT
 
 
-def _last_active(diags):
-    """Return the newest diagnostics array whose node status says 'active'."""
+def _last_active(diags, name):
+    """Return the newest diagnostics array whose status of node ``name`` says 'active'."""
     for d in reversed(diags):
-        node = status_of(d, 'lingbot_ros: node')
+        node = status_of(d, f'{name}: node')
         if node is not None and node[2]['state'] == 'active':
             return d
     return None
@@ -272,3 +291,53 @@ def _read(log):
     log.flush()
     log.seek(0)
     return log.read()
+
+
+CTRL_C_DOMAIN = 122
+CTRL_C_RUNS = int(os.environ.get('LINGBOT_CTRL_C_RUNS', '2'))  # the issue's bar: 10
+
+
+@NEEDS_ROS2
+def test_ctrl_c_on_ros2_launch_while_frames_are_processed_exits_cleanly(ament_env, tmp_path):
+    """SIGINT to the launch's process group, as a terminal's Ctrl-C sends it."""
+    from geometry_msgs.msg import PoseStamped
+    from sensor_msgs.msg import Image
+    os.environ['ROS_AUTOMATIC_DISCOVERY_RANGE'] = 'LOCALHOST'
+    probe = Probe('ctrl_c_probe', domain_id=CTRL_C_DOMAIN)
+    camera = probe.publisher(Image, '/robot1/camera/image_raw')
+    poses = probe.collect(PoseStamped, '/robot1/lingbot_node/pose')
+    rng = np.random.default_rng(0)
+    stamp = [1_000_000_000]
+
+    def send():
+        msg = Image(height=48, width=64, encoding='rgb8', step=64 * 3)
+        msg.data = rng.integers(0, 256, 48 * 64 * 3, dtype=np.uint8).tobytes()
+        stamp[0] += 100_000_000
+        msg.header.stamp.sec, msg.header.stamp.nanosec = divmod(stamp[0], 1_000_000_000)
+        camera.publish(msg)
+        probe.spin_for(0.1)  # about 10 Hz: the worker is busy when the signal comes
+    try:
+        for run in range(CTRL_C_RUNS):
+            proc, log = _launch(ament_env, tmp_path, 'namespace:=robot1',
+                                'image_topic:=/robot1/camera/image_raw',
+                                domain=CTRL_C_DOMAIN, name=f'ctrl_c_{run}.log')
+            seen = len(poses)
+            deadline = time.monotonic() + 120
+            while len(poses) < seen + 3 and time.monotonic() < deadline and proc.poll() is None:
+                send()
+            assert len(poses) >= seen + 3, _read(log)  # processing when Ctrl-C comes
+            os.killpg(proc.pid, signal.SIGINT)
+            deadline = time.monotonic() + 40
+            while proc.poll() is None and time.monotonic() < deadline:
+                send()  # frames keep coming while the node stops
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+            rc = proc.wait(10)
+            text = _read(log)
+            assert rc == 0, f'run {run}: exit {rc}\n{text}'
+            for bad in ('Traceback', 'KeyboardInterrupt', '[ERROR]', 'terminate called',
+                        'exit code -'):
+                assert bad not in text, f'run {run}: {bad!r} in the log\n{text}'
+            assert 'process has finished cleanly' in text, text
+    finally:
+        probe.close()

@@ -50,7 +50,7 @@ DOMAIN = dds_domain(56)
 RUN = uuid.uuid4().hex[:8]
 NAME = f'lingbot_threads_{RUN}'
 TOPIC = f'/threads_{RUN}/image'
-CAMERA_STATUS = f'lingbot_ros: camera {camera_names_from_topics([TOPIC])[0]}'
+CAMERA_STATUS = f'/{NAME}: camera {camera_names_from_topics([TOPIC])[0]}'  # <node>: <part>
 
 
 class Gate:

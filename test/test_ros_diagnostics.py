@@ -32,7 +32,7 @@ def _cam():
 
 def _level(cam, now):
     return status_of(diagnostics.build(INFO, [cam], DIAG, Time(), now),
-                     'lingbot_ros: camera front')
+                     diagnostics.camera_status_name(INFO.node, 'front'))
 
 
 def test_ok_while_frames_flow_and_values_are_numbers():

@@ -33,6 +33,7 @@ import cv2
 from diagnostic_msgs.msg import DiagnosticArray
 from geometry_msgs.msg import PoseStamped
 from lingbot_ros.ros.convert import ENCODINGS
+from lingbot_ros.ros.params import SPEC
 from lingbot_ros.ros.probe import Probe, status_of
 from nav_msgs.msg import Odometry, Path as PathMsg
 import numpy as np
@@ -173,7 +174,7 @@ def _camera(rig, node, after=None):
 
     def fresh():
         for d in reversed(diags[start:] if after else diags):
-            s = status_of(d, 'lingbot_ros: camera camera')
+            s = status_of(d, f'/{node}: camera camera')  # <node>: <component>
             if s is not None and s[2].get('topic', '') == TOPICS[node]:
                 return s
         return None
@@ -192,10 +193,15 @@ def test_n_frames_give_n_poses_with_the_same_stamps(rig):
     assert probe.spin_until(lambda: len(rig['poses']) >= len(stamps), 60), rig['poses']
     probe.spin_for(0.5)
     assert [_stamp(p) for p in rig['poses']] == stamps
-    assert all(p.header.frame_id == 'map' for p in rig['poses'])
+    assert all(p.header.frame_id == 'lingbot_map' for p in rig['poses'])
     for key in ('odom', 'info', 'points', 'depth'):
         assert [_stamp(m) for m in rig[key]] == stamps, key
     assert rig['odom'][-1].child_frame_id == 'dds_camera_lingbot'  # not the sensor's own frame
+    # the stated covariance (pose_covariance / twist_covariance), never all zero
+    cov = np.array(rig['odom'][-1].pose.covariance).reshape(6, 6)
+    assert np.array_equal(cov, np.diag(SPEC['pose_covariance'].default))
+    twist = np.array(rig['odom'][-1].twist.covariance).reshape(6, 6)
+    assert np.array_equal(twist, np.diag(SPEC['twist_covariance'].default))
     assert rig['info'][-1].header.frame_id == 'dds_camera'
     assert rig['info'][-1].width == 64 and rig['info'][-1].height == 48
     assert rig['depth'][-1].encoding == '32FC1' and rig['points'][-1].width > 0
@@ -207,7 +213,7 @@ def test_n_frames_give_n_poses_with_the_same_stamps(rig):
 
 def test_diagnostics_carry_the_fields_and_levels(rig):
     probe, diags = rig['probe'], rig['diag']
-    probe.spin_until(lambda: any(status_of(d, 'lingbot_ros: node') for d in diags), 10)
+    probe.spin_until(lambda: any(status_of(d, f'/{RAW}: node') for d in diags), 10)
     cam = _camera(rig, RAW, after=True)
     assert cam is not None
     level, message, values = cam
@@ -217,7 +223,7 @@ def test_diagnostics_carry_the_fields_and_levels(rig):
     assert int(values['frames_dropped']) == 0 and int(values['frames_rejected']) == 0
     assert values['device'] == 'cpu' and values['backend'] in ('sdpa', 'flashinfer')
     assert float(values['step_ms_p99']) >= float(values['step_ms_p50']) > 0
-    nodes = [status_of(d, 'lingbot_ros: node') for d in diags]
+    nodes = [status_of(d, f'/{RAW}: node') for d in diags]
     node = [n for n in nodes if n is not None][-1]
     assert node[0] == 1 and 'random weights' in node[1]  # WARN: no checkpoint
     assert 'random weights' in node[2]['model']
@@ -234,7 +240,7 @@ def test_the_accumulated_map_is_published_bounded_and_saved_as_ply(rig):
         rig['poses'][-1]), 20)  # the last keyframe is in
     cloud = rig['map'][-1]
     assert [f.name for f in cloud.fields] == ['x', 'y', 'z', 'rgb', 'confidence']
-    assert cloud.header.frame_id == 'map' and 0 < cloud.width <= 200  # map_max_points
+    assert cloud.header.frame_id == 'lingbot_map' and 0 < cloud.width <= 200  # map_max_points
     _, _, v = _camera(rig, RAW, after=True)
     assert int(v['map_points']) == cloud.width and int(v['map_keyframes']) == 6
     assert int(v['map_dropped_points']) > 0  # 6 keyframes give more than 200 voxels
@@ -259,7 +265,7 @@ def test_tf_carries_each_pose_where_tf2_ros_is_installed(rig):
     poses = {_stamp(p): p.pose for p in rig['poses']}
     assert len(tfs) >= 6
     for t in tfs:
-        assert t.header.frame_id == 'map'
+        assert t.header.frame_id == 'lingbot_map'
         pose = poses[_stamp(t)]
         assert t.transform.translation.x == pytest.approx(pose.position.x)
         assert t.transform.rotation.w == pytest.approx(pose.orientation.w)
@@ -267,7 +273,8 @@ def test_tf_carries_each_pose_where_tf2_ros_is_installed(rig):
 
 @pytest.mark.skipif(HAVE_TF2, reason='tf2_ros is installed here: TF is published')
 def test_without_tf2_ros_the_node_says_so_and_publishes_no_tf(rig):
-    _, _, values = [status_of(d, 'lingbot_ros: node') for d in rig['diag']][-1]
+    _, _, values = [status_of(d, f'/{RAW}: node') for d in rig['diag']
+                    if status_of(d, f'/{RAW}: node')][-1]
     assert 'tf2_ros not installed' in values['fallbacks']
     topics = dict(rig['probe'].node.get_topic_names_and_types())
     assert '/tf' not in topics
@@ -342,8 +349,8 @@ def test_every_advertised_encoding_is_processed(rig):
     assert [_stamp(p) for p in rig['eposes']] == stamps
     _, _, v = _camera(rig, ENC, after=True)
     assert v['frames_rejected'] == '0' and v['frames_processed'] == str(len(stamps))
-    _, _, node = [status_of(d, 'lingbot_ros: node') for d in rig['diag']
-                  if any(kv.value == '/dds/enc' for st in d.status for kv in st.values)][-1]
+    _, _, node = [status_of(d, f'/{ENC}: node') for d in rig['diag']
+                  if status_of(d, f'/{ENC}: node')][-1]
     bridge = 'cv_bridge' not in node['missing_optional']
     assert node['image_conversion'].startswith('cv_bridge' if bridge else 'numpy')
 
@@ -435,6 +442,10 @@ def test_reset_and_save_trajectory_services(rig):
     assert rows.shape == (7, 8)  # the 3 + 4 frames since the stamp reset
     assert rows[0, 0] == pytest.approx(0.5) and rows[-1, 0] == pytest.approx(4.3)
     assert np.load(tum[0].with_suffix('.npz'))['poses'].shape == (7, 4, 4)
+    again = probe.call(Trigger, f'/{RAW}/save_trajectory', Trigger.Request())
+    assert again.success, again.message  # within the same second: new files, none overwritten
+    second = [p for p in again.message.replace('wrote ', '').split(', ') if p.endswith('.tum')]
+    assert len(second) == 1 and Path(second[0]) != tum[0] and tum[0].exists()
 
     res = probe.call(Trigger, f'/{RAW}/reset', Trigger.Request())
     assert res.success and 'reset 1 session' in res.message

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import Enum
+import struct
 from typing import Any, Callable, Optional
 
 import cv2
@@ -57,6 +58,12 @@ class BadSize(ImageRejected):
     """Zero, odd (where the encoding needs even) or inconsistent dimensions / step."""
 
     reason = Rejection.SIZE
+
+
+class TooLarge(ImageRejected):
+    """More pixels than the configured bound (for compressed data: as its header declares)."""
+
+    reason = Rejection.TOO_LARGE
 
 
 class TruncatedData(ImageRejected):
@@ -269,8 +276,68 @@ def _compressed_kind(fmt: str, buf: np.ndarray) -> str:
                           f'{", ".join(SUPPORTED_FORMATS)}')
 
 
-def compressed_to_rgb(msg: Any) -> np.ndarray:
-    """Decode a ``sensor_msgs/CompressedImage`` (jpeg or png) to [H, W, 3] uint8 RGB."""
+DEFAULT_MAX_PIXELS = 4096 * 4096
+_PNG_SIGNATURE = b'\x89PNG\r\n\x1a\n'
+# JPEG start-of-frame markers (baseline, progressive, lossless ...): C0-CF but DHT (C4),
+# JPG (C8) and DAC (CC). Markers without a length: TEM, RSTn, SOI, EOI.
+_SOF = frozenset(range(0xC0, 0xD0)) - {0xC4, 0xC8, 0xCC}
+_STANDALONE = frozenset({0x01, *range(0xD0, 0xDA)})
+
+
+def png_size(data: bytes) -> tuple:
+    """Return (width, height) from a PNG's IHDR chunk, the first after the signature."""
+    if len(data) < 24 or data[:8] != _PNG_SIGNATURE or data[12:16] != b'IHDR':
+        raise CorruptImage('PNG without an IHDR chunk first')
+    return struct.unpack('>II', data[16:24])
+
+
+def jpeg_size(data: bytes) -> tuple:
+    """Return (width, height) from a JPEG's start-of-frame segment, walking the markers."""
+    i, n = 2, len(data)  # after SOI
+    while i + 4 <= n:
+        if data[i] != 0xFF:
+            raise CorruptImage(f'JPEG marker expected at byte {i}')
+        marker = data[i + 1]
+        if marker == 0xFF:  # fill byte
+            i += 1
+            continue
+        if marker in _STANDALONE:
+            i += 2
+            continue
+        if marker == 0xDA:  # start of scan before any frame header
+            break
+        length = struct.unpack('>H', data[i + 2:i + 4])[0]
+        if marker in _SOF:
+            if i + 9 > n or length < 7:
+                break
+            height, width = struct.unpack('>HH', data[i + 5:i + 9])
+            return width, height
+        i += 2 + length
+    raise CorruptImage('JPEG without a frame header (SOFn) before its image data')
+
+
+def declared_size(kind: str, buf: np.ndarray) -> tuple:
+    """Return the (width, height) a PNG or JPEG declares, reading only its header."""
+    head = buf[:65536].tobytes()  # a JPEG frame header follows its tables: well within this
+    return png_size(head) if kind == 'png' else jpeg_size(head)
+
+
+def check_pixels(width: int, height: int, max_pixels: int, what: str) -> None:
+    """Refuse an image of more than ``max_pixels`` pixels (TooLarge) or of none (BadSize)."""
+    if width <= 0 or height <= 0:
+        raise BadSize(f'{what} declares an empty size {width}x{height}')
+    if width * height > max_pixels:
+        raise TooLarge(f'{what} of {width}x{height} = {width * height} pixels exceeds '
+                       f'max_input_pixels = {max_pixels}; refused before decoding')
+
+
+def compressed_to_rgb(msg: Any, max_pixels: int = DEFAULT_MAX_PIXELS) -> np.ndarray:
+    """
+    Decode a ``sensor_msgs/CompressedImage`` (jpeg or png) to [H, W, 3] uint8 RGB.
+
+    The size the header declares is checked against ``max_pixels`` before anything is
+    decoded: a small file can declare an image of gigabytes (a decompression bomb).
+    """
     buf = _buffer(msg.data)
     if buf.size == 0:
         raise TruncatedData('compressed image with no data')
@@ -280,6 +347,8 @@ def compressed_to_rgb(msg: Any) -> np.ndarray:
         raise TruncatedData(f'JPEG of {buf.size} bytes has no end-of-image marker')
     if kind == 'png' and buf[-8:-4].tobytes() != b'IEND':
         raise TruncatedData(f'PNG of {buf.size} bytes has no IEND chunk')
+    width, height = declared_size(kind, buf)
+    check_pixels(width, height, max_pixels, f'{kind} ({buf.size} bytes)')
     try:
         img = cv2.imdecode(buf, cv2.IMREAD_COLOR)
     except cv2.error as exc:
@@ -315,8 +384,10 @@ class ImageConverter:
     thread at a time (the image callbacks share one mutually exclusive group).
     """
 
-    def __init__(self, use_cv_bridge: bool = True) -> None:
+    def __init__(self, use_cv_bridge: bool = True,
+                 max_pixels: int = DEFAULT_MAX_PIXELS) -> None:
         self._bridge = load_cv_bridge() if use_cv_bridge else None
+        self.max_pixels = max_pixels  # the node sets it from max_input_pixels
         self._refused: dict[str, str] = {}  # encoding -> what cv_bridge said
 
     @property
@@ -335,6 +406,7 @@ class ImageConverter:
     def image(self, msg: Any) -> np.ndarray:
         """Convert a ``sensor_msgs/Image``: validate, then cv_bridge or numpy."""
         raw = validate(msg)
+        check_pixels(raw.width, raw.height, self.max_pixels, f'{raw.name} image')
         if self._bridge is not None and raw.bridgeable and raw.name not in self._refused:
             try:
                 return _checked(self._bridge(msg))
@@ -343,7 +415,7 @@ class ImageConverter:
         return _checked(numpy_rgb(raw))
 
     def compressed(self, msg: Any) -> np.ndarray:
-        return _checked(compressed_to_rgb(msg))
+        return _checked(compressed_to_rgb(msg, self.max_pixels))
 
 
 def image_to_rgb(msg: Any) -> np.ndarray:

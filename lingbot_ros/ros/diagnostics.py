@@ -15,6 +15,10 @@
 """
 The /diagnostics array: one node status and one status per camera, stable names.
 
+Names follow the diagnostics convention ``<node>: <component>`` with the node's fully
+qualified name (``/robot1/lingbot_node: node``, ``/robot1/lingbot_node: camera front``), so
+two robots' statuses stay apart in one diagnostic aggregator.
+
 Levels follow what an operator must act on: WARN for random weights, backend
 fallbacks, a drop rate or KV pool use above the thresholds, or a session reset by
 the stream itself; ERROR when input arrives but no frame was processed for
@@ -35,8 +39,8 @@ from lingbot_ros.ros.reasons import Rejection
 from lingbot_ros.ros.worker import CameraStream
 
 OK, WARN, ERROR = DiagnosticStatus.OK, DiagnosticStatus.WARN, DiagnosticStatus.ERROR
-NODE_STATUS = 'lingbot_ros: node'
-CAMERA_STATUS = 'lingbot_ros: camera {}'
+NODE_STATUS = '{}: node'
+CAMERA_STATUS = '{}: camera {}'
 MB = 1024.0 * 1024.0
 
 
@@ -45,6 +49,7 @@ class NodeInfo:
     """What the node status reports besides the cameras."""
 
     hardware_id: str
+    node: str = '/lingbot_node'   # the node's fully qualified name: the status names' prefix
     state: Any = 'unconfigured'   # the node's NodeState (an Enum) or a plain word
     model: str = 'not loaded'
     random_weights: bool = False
@@ -60,6 +65,7 @@ class NodeInfo:
     unknown_parameters: list = field(default_factory=list)
     checkpoint_file: str = 'none'
     startup: str = 'n/a'   # process start to active, by phase (the first activation)
+    waited_unconfigured: str = 'n/a'  # time in unconfigured before the first configure
     memory_estimate: str = 'n/a'        # what the device needs, from the parameters
     memory_estimate_bytes: Optional[int] = None
     checkpoint_sha256: str = 'none'
@@ -69,6 +75,25 @@ class NodeInfo:
     @property
     def state_text(self) -> str:
         return self.state.value if isinstance(self.state, Enum) else str(self.state)
+
+    def unload(self) -> None:
+        """Forget what described the model and device (after cleanup): its WARNs go too."""
+        self.hardware_id, self.model, self.random_weights = 'none', 'not loaded', False
+        self.device = self.dtype = self.backend = self.cuda_graphs = ''
+        self.device_memory_use, self.memory_estimate_bytes = None, None
+        self.memory_estimate = 'n/a'
+        self.fallbacks, self.converter_notes = [], []
+        self.checkpoint_file = self.checkpoint_sha256 = 'none'
+
+
+def node_status_name(node: str) -> str:
+    """Return the node status's name, e.g. ``/robot1/lingbot_node: node``."""
+    return NODE_STATUS.format(node)
+
+
+def camera_status_name(node: str, camera: str) -> str:
+    """Return a camera status's name, e.g. ``/robot1/lingbot_node: camera front``."""
+    return CAMERA_STATUS.format(node, camera)
 
 
 def _ms(value: Optional[float]) -> str:
@@ -152,6 +177,7 @@ def node_status(info: NodeInfo, cameras: list, diag: Optional[DiagParams] = None
               ('checkpoint_file', info.checkpoint_file),
               ('checkpoint_sha256', info.checkpoint_sha256), ('startup', info.startup),
               ('kernels', info.activity or 'n/a'),
+              ('waited_unconfigured', info.waited_unconfigured),
               ('device', info.device),
               ('dtype', info.dtype), ('attention_backend', info.backend),
               ('cuda_graphs', info.cuda_graphs or 'n/a'),
@@ -163,7 +189,7 @@ def node_status(info: NodeInfo, cameras: list, diag: Optional[DiagParams] = None
               ('unknown_parameters', ', '.join(info.unknown_parameters) or 'none'),
               ('fallbacks', '; '.join(info.fallbacks) or 'none'),
               ('cameras', ', '.join(c.name for c in cameras))]
-    return DiagnosticStatus(level=level, name=NODE_STATUS, message=message,
+    return DiagnosticStatus(level=level, name=node_status_name(info.node), message=message,
                             hardware_id=info.hardware_id, values=_kv(values))
 
 
@@ -212,7 +238,9 @@ def _camera_status(cam: CameraStream, info: NodeInfo, diag: DiagParams,
         level = max(level, WARN)
         problems.append(f'{m.skipped_keyframes} keyframe(s) not merged into the map (the map '
                         'thread fell behind)')
-    if c.received == 0:
+    if c.received == 0 and info.state_text != 'active':
+        message = f'{info.state_text}: not subscribed (input {cam.topic} once active)'
+    elif c.received == 0:
         message = f'waiting for images on {cam.topic}'
     elif problems:
         message = '; '.join(problems)
@@ -259,7 +287,7 @@ def _camera_status(cam: CameraStream, info: NodeInfo, diag: DiagParams,
                    ('map_skipped_keyframes', m.skipped_keyframes),
                    ('map_restarts', m.restarts)]
     return DiagnosticStatus(level=level,
-                            name=CAMERA_STATUS.format(cam.name), message=message,
+                            name=camera_status_name(info.node, cam.name), message=message,
                             hardware_id=info.hardware_id, values=_kv(values))
 
 

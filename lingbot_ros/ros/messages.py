@@ -23,7 +23,7 @@ at the first camera pose, otherwise it is the first camera's optical frame.
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Optional, Sequence
 
 from builtin_interfaces.msg import Time
 import cv2
@@ -71,11 +71,25 @@ def pose_stamped(matrix: np.ndarray, stamp: int, frame: str) -> PoseStamped:
     return PoseStamped(header=Header(stamp=stamp_msg(stamp), frame_id=frame), pose=_pose(matrix))
 
 
+def covariance(diagonal: Sequence[float]) -> list:
+    """Return the row-major 6x6 covariance with ``diagonal`` (x, y, z, roll, pitch, yaw)."""
+    return [float(v) for v in np.diag(np.asarray(diagonal, dtype=np.float64)).reshape(-1)]
+
+
 def odometry(matrix: np.ndarray, stamp: int, frame: str, child: str,
-             previous: Optional[tuple[int, np.ndarray]] = None) -> Odometry:
-    """Build Odometry; twist (in the child frame) by finite difference when known."""
+             previous: Optional[tuple[int, np.ndarray]] = None,
+             pose_covariance: Sequence[float] = (0.0,) * 6,
+             twist_covariance: Sequence[float] = (0.0,) * 6) -> Odometry:
+    """
+    Build Odometry; twist (in the child frame) by finite difference when known.
+
+    The covariances are the stated diagonals (the model gives none): an all-zero one would
+    tell a filter the pose is exact.
+    """
     msg = Odometry(header=Header(stamp=stamp_msg(stamp), frame_id=frame), child_frame_id=child)
     msg.pose.pose = _pose(matrix)
+    msg.pose.covariance = covariance(pose_covariance)
+    msg.twist.covariance = covariance(twist_covariance)
     if previous is not None and stamp > previous[0]:
         dt = (stamp - previous[0]) * 1e-9
         rel = np.linalg.inv(previous[1]) @ matrix  # motion in the previous camera frame

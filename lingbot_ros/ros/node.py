@@ -53,10 +53,11 @@ from lingbot_ros.ros.dds import use_large_image_profile
 from lingbot_ros.ros.executor import ExecutorKind, make_executor
 from lingbot_ros.ros.intake import SequenceGaps
 from lingbot_ros.ros.map_thread import MapThread, save_colmap
-from lingbot_ros.ros.params import (check_one, descriptor, engine_config, map_config,
-                                    NodeParams, ParamError, parse, SPEC, SPECS, stream_config,
-                                    update)
+from lingbot_ros.ros.params import (check_one, descriptor, engine_config, is_number_list,
+                                    map_config, NodeParams, ParamError, parse, SPEC, SPECS,
+                                    stream_config, update)
 from lingbot_ros.ros.reasons import Event, Level, Rejection, Topic
+from lingbot_ros.ros.shutdown import StopRequest
 from lingbot_ros.ros.worker import (CameraStream, Frame, FrameQueue, StampVerdict, Worker,
                                     WorkerBusy)
 from lingbot_ros.streaming.ply import write_ply
@@ -64,13 +65,15 @@ from lingbot_ros.streaming.result import FrameResult
 from lingbot_ros.streaming.trajectory import write_npz, write_tum
 from nav_msgs.msg import Odometry, Path as PathMsg
 import numpy as np
-from rcl_interfaces.msg import SetParametersResult
+from rcl_interfaces.msg import ParameterDescriptor, SetParametersResult
 import rclpy
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
+from rclpy.clock import Clock, ClockType
 from rclpy.executors import ExternalShutdownException
 from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
 from rclpy.parameter import Parameter
 from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
+from rclpy.signals import SignalHandlerOptions
 from rclpy.subscription import Subscription
 from rclpy.task import Future
 from sensor_msgs.msg import CameraInfo, CompressedImage, Image, PointCloud2
@@ -81,6 +84,8 @@ PROCESS_T0 = time.monotonic()  # where /proc cannot say when the process started
 NODE_NAME = 'lingbot_node'
 LOG_EVERY_S = 5.0          # throttle for per-camera problem lines
 STOP_WAIT_S = 30.0         # deactivate waits this long for the worker to leave its step
+EXIT_WAIT_S = 5.0          # at exit, less: launch sends SIGTERM 5 s after its SIGINT
+SPIN_POLL_S = 0.1          # the spin loop looks this often whether a stop was asked for
 RESET_WAIT_S = 60.0        # ~/reset answers 'still waiting' after this long
 EXECUTOR_THREADS = 4       # images, diagnostics and map, services, lifecycle / parameters
 SAVE_DRAIN_S = 10.0        # ~/save_map waits this long for queued keyframes to merge
@@ -148,8 +153,10 @@ class LingbotNode(LifecycleNode):
         self._diag_group = MutuallyExclusiveCallbackGroup()
         self._service_group = MutuallyExclusiveCallbackGroup()
         self.exit_code = 0
+        self.stop = StopRequest()  # set by SIGINT / SIGTERM or the shutdown transition
         self._phases_pending = True  # the first configure also reports the time before it
         self._phases = None
+        self._waited = 0.0  # seconds in unconfigured before the first configure
         self._declare_errors = self._declare_all()
         self.unknown_parameters = self._unknown_parameters()
         self.params: Optional[NodeParams] = None
@@ -169,7 +176,8 @@ class LingbotNode(LifecycleNode):
         self._last_log: dict = {}
         self._log_lock = threading.Lock()
         self._cfg_lock = threading.Lock()
-        self.info = diagnostics.NodeInfo(hardware_id='none')
+        self.info = diagnostics.NodeInfo(hardware_id='none',
+                                         node=self.get_fully_qualified_name())
         self.info.missing = [m for m in ('tf2_ros', 'cv_bridge', 'flashinfer')
                              if not _optional(m)]
         self.info.unknown_parameters = list(self.unknown_parameters)
@@ -179,17 +187,22 @@ class LingbotNode(LifecycleNode):
         self._diag_pub = self.create_publisher(DiagnosticArray, '/diagnostics', 10)
         period = self._raw('diagnostics_period')
         ok = isinstance(period, float) and SPEC['diagnostics_period'].low <= period <= 60.0
+        # steady clocks: with use_sim_time and no /clock (a paused bag) the diagnostics and
+        # the map keep their beat; ROS time would stop them
+        self._steady = Clock(clock_type=ClockType.STEADY_TIME)
         self._diag_timer = self.create_timer(period if ok else 1.0, self._publish_diagnostics,
-                                             callback_group=self._diag_group)
+                                             callback_group=self._diag_group,
+                                             clock=self._steady)
         self._map_group = MutuallyExclusiveCallbackGroup()
         # every map_period while publish_map is on; cancelled while it is off (a timer that
         # only returns still wakes the executor and costs the GIL)
         map_period = self._raw('map_period')
         ok = isinstance(map_period, float) and SPEC['map_period'].low <= map_period <= 3600.0
         self._map_timer = self.create_timer(map_period if ok else 1.0, self._publish_maps,
-                                            callback_group=self._map_group)
+                                            callback_group=self._map_group, clock=self._steady)
         if not self._raw('publish_map'):
             self._map_timer.cancel()
+        self._ready_at = time.monotonic()  # from here a lifecycle manager may keep us waiting
 
     # --- parameters ---------------------------------------------------------------------
 
@@ -208,16 +221,28 @@ class LingbotNode(LifecycleNode):
                     check_one(spec.name, [])
                 except ParamError as exc:
                     errors.append(str(exc))
-            elif isinstance(value, float) and given is not None \
-                    and given.type_ == Parameter.Type.INTEGER:
-                overrides[spec.name] = Parameter(spec.name, Parameter.Type.DOUBLE,
-                                                 float(given.value))
-            if isinstance(value, list) and not value:
-                value = Parameter.Type.STRING_ARRAY  # typed, no default: read as []
+            elif given is not None:
+                overrides[spec.name] = _widened(given)
+            empty_list = isinstance(value, list) and not value
+            if empty_list:
+                value = Parameter.Type.STRING_ARRAY  # rclpy would infer [] as a byte array
+            desc = descriptor(spec)
             try:
-                self.declare_parameter(spec.name, value, descriptor(spec))
+                if empty_list:  # writable for the one set below, read-only again after it
+                    declared = self.declare_parameter(
+                        spec.name, value, ParameterDescriptor(type=desc.type))
+                else:
+                    declared = self.declare_parameter(spec.name, value, desc)
             except Exception as exc:  # noqa: BLE001 (wrong type or range from the YAML)
                 errors.append(f'{spec.name}: {exc}')
+                continue
+            if empty_list:
+                if declared.type_ == Parameter.Type.NOT_SET:
+                    # a value, typed []: get_parameters answers nothing at all for a request
+                    # that names one unset parameter (ros2 param dump showed {})
+                    super().set_parameters(
+                        [Parameter(spec.name, Parameter.Type.STRING_ARRAY, [])])
+                self.set_descriptor(spec.name, desc)
         return errors
 
     def _unknown_parameters(self) -> list:
@@ -235,14 +260,26 @@ class LingbotNode(LifecycleNode):
 
     def _widen_numbers(self, changed: list) -> list:
         """Accept a whole number where a float is declared (``ros2 param set ... 5``)."""
-        out = []
-        for p in changed:
-            spec = SPEC.get(p.name)
-            if spec is not None and isinstance(spec.default, float) \
-                    and p.type_ == Parameter.Type.INTEGER:
-                p = Parameter(p.name, Parameter.Type.DOUBLE, float(p.value))
-            out.append(p)
-        return out
+        return [_widened(p) for p in changed]
+
+    def set_parameters_atomically(self, parameter_list: list) -> SetParametersResult:
+        """
+        Refuse in our own words before rclpy's checks run.
+
+        rclpy's descriptor checks answer ``Wrong parameter type, expected '2' got '4'`` or
+        ``Trying to set a read-only parameter``; ours name the parameter, the value and
+        what is allowed, and say that a read-only one takes effect only after a restart.
+        (The parameter services and ``ros2 param set`` come through here.)
+        """
+        reason = _refusal([_widened(p) for p in parameter_list])
+        if reason:
+            self.get_logger().warning(f'parameter change refused: {reason}')
+            return SetParametersResult(successful=False, reason=reason)
+        return super().set_parameters_atomically(parameter_list)
+
+    def set_parameters(self, parameter_list: list) -> list:
+        """Set each one as :meth:`set_parameters_atomically` does (the same refusals)."""
+        return [self.set_parameters_atomically([p]) for p in parameter_list]
 
     def _raw(self, name: str) -> Any:
         try:
@@ -281,6 +318,8 @@ class LingbotNode(LifecycleNode):
             for cam in self.cameras:
                 cam.counters.resize(self.params.diag.stats_window)
             maps = map_config(self.params)
+            if self._converter is not None:
+                self._converter.max_pixels = self.params.inputs.max_input_pixels
         if self._maps is not None:
             self._maps.set_config(maps)
         self._follow_map_switches()
@@ -307,7 +346,12 @@ class LingbotNode(LifecycleNode):
     def on_configure(self, state: LifecycleState) -> TransitionCallbackReturn:
         log = self.get_logger()
         self.info.state = NodeState.CONFIGURING
-        phases = Phases(before=process_age() if self._phases_pending else None)
+        before = None
+        if self._phases_pending:  # the wait for a lifecycle manager is no start-up time
+            self._waited = time.monotonic() - self._ready_at
+            before = max(0.0, process_age() - self._waited)
+            self.info.waited_unconfigured = f'{self._waited:.1f} s'
+        phases = Phases(before=before)
         self._phases_pending = False
         if self._declare_errors:
             return self._fail('invalid parameters: ' + '; '.join(self._declare_errors))
@@ -334,7 +378,8 @@ class LingbotNode(LifecycleNode):
                               if not _is_ours(exc) else f'cannot load the model: {text}')
         self.engine, self.params, self._stream_cfg = engine, params, stream_cfg
         self._follow_map_switches()
-        self.cameras = [CameraStream(i, n, t, s, params.diag.stats_window)
+        self.cameras = [CameraStream(i, n, self._input_topic(t, params), s,
+                                     params.diag.stats_window)
                         for i, (n, t, s) in enumerate(zip(names, params.inputs.camera_topics,
                                                           sessions))]
         for cam in self.cameras:
@@ -345,7 +390,8 @@ class LingbotNode(LifecycleNode):
                                max_keyframe_images=params.outputs.colmap_max_keyframes)
         self._maps.start()
         self._map_restarts = {}
-        self._converter = ImageConverter(params.inputs.use_cv_bridge)
+        self._converter = ImageConverter(params.inputs.use_cv_bridge,
+                                         params.inputs.max_input_pixels)
         self._fill_info(engine, engine_cfg)
         self._lb_services = [
             self.create_service(Trigger, '~/reset', self._on_reset,
@@ -374,6 +420,15 @@ class LingbotNode(LifecycleNode):
         """Say a long configure step (a first kernel build) in the log and /diagnostics."""
         self.get_logger().info(text)
         self.info.activity = text
+
+    def _input_topic(self, topic: str, params: NodeParams) -> str:
+        """Return the resolved (namespaced, remapped) name the camera is read from."""
+        try:
+            name = self.resolve_topic_name(topic)
+        except Exception:  # noqa: BLE001 (an invalid name fails again, loudly, on activate)
+            return topic
+        return name.rstrip('/') + '/compressed' \
+            if params.inputs.input_transport == 'compressed' else name
 
     def _log_memory_need(self, engine_cfg: Any, stream_cfg: Any, cameras: int) -> None:
         """Say what the device will need before anything is allocated (a nominal camera)."""
@@ -474,7 +529,7 @@ class LingbotNode(LifecycleNode):
         phases = self._phases
         if phases is not None:  # the first activation after a configure: say where time went
             phases.mark('activate')
-            self.info.startup = phases.text(process_age())
+            self.info.startup = phases.text(process_age() - self._waited)
             self.get_logger().info(f'start-up: {self.info.startup}')
             self._phases = None
         return SUCCESS
@@ -513,8 +568,9 @@ class LingbotNode(LifecycleNode):
         self.info.state = NodeState.UNCONFIGURED
         return SUCCESS
 
-    def _release(self) -> None:
-        self._stop_streaming()
+    def _release(self, wait: Optional[float] = None) -> None:
+        """Free everything configure made; idempotent (cleanup, shutdown, error, exit)."""
+        self._stop_streaming(wait)
         for srv in self._lb_services:
             self.destroy_service(srv)
         self._lb_services = []
@@ -532,11 +588,13 @@ class LingbotNode(LifecycleNode):
                 torch.cuda.empty_cache()
         except Exception:  # noqa: BLE001,S110 (best effort)
             pass
-        self.info.model, self.info.hardware_id = 'not loaded', 'none'
+        self.info.unload()
 
     def on_shutdown(self, state: LifecycleState) -> TransitionCallbackReturn:
         self._release()
         self.info.state = NodeState.FINALIZED
+        self.get_logger().info('finalized (lifecycle shutdown): the process exits')
+        self.stop.request('lifecycle shutdown')  # main() ends the spin loop and exits
         return SUCCESS
 
     def on_error(self, state: LifecycleState) -> TransitionCallbackReturn:
@@ -633,6 +691,8 @@ class LingbotNode(LifecycleNode):
         try:
             action()
         except Exception as exc:  # noqa: BLE001 (a bad message must not cost the others)
+            if self.stop.requested or not self.context.ok():
+                return  # the process is stopping: a publisher may already be gone, no error
             cam.counters.on_publish_failed(output)
             self.report(cam, Event.PUBLISH_FAILED,
                         f'{output} not published: {type(exc).__name__}: {exc}', Level.ERROR)
@@ -651,7 +711,8 @@ class LingbotNode(LifecycleNode):
         self._send(cam, 'pose', lambda: pubs.pose.publish(pose_msg))
         if out.publish_odom:
             self._send(cam, 'odom', lambda: pubs.odom.publish(
-                messages.odometry(pose, stamp, map_frame, child, cam.previous)))
+                messages.odometry(pose, stamp, map_frame, child, cam.previous,
+                                  out.pose_covariance, out.twist_covariance)))
         if out.publish_path:
             self._send(cam, 'path', lambda: self._publish_path(cam, pubs, pose_msg, map_frame))
         if out.publish_tf and self._tf is not None:
@@ -717,7 +778,7 @@ class LingbotNode(LifecycleNode):
                 if not future.done():
                     future.set_result(done)
         timer = self.create_timer(RESET_WAIT_S, lambda: finish(False),
-                                  callback_group=self._service_group)
+                                  callback_group=self._service_group, clock=self._steady)
         worker.request_reset(on_done=lambda: finish(True))
         done = await future
         self.destroy_timer(timer)
@@ -737,14 +798,14 @@ class LingbotNode(LifecycleNode):
         written, empty = [], []
         try:
             folder.mkdir(parents=True, exist_ok=True)
-            when = datetime.now().strftime('%Y%m%d-%H%M%S')
+            when = _now_text()
             for cam in self.cameras:
                 track = _trajectory(cam)
                 if track is None:
                     empty.append(cam.name)
                     continue
                 stamps, poses = track
-                base = folder / f'{cam.name}_{when}'
+                base = _fresh(folder / f'{cam.name}_{when}', ('.tum', '.npz'))
                 write_tum(base.with_suffix('.tum'), stamps * 1e-9, poses)
                 map_frame, child, _ = self._frames(cam)
                 write_npz(base.with_suffix('.npz'), {
@@ -772,13 +833,13 @@ class LingbotNode(LifecycleNode):
         written, empty = [], []
         try:
             folder.mkdir(parents=True, exist_ok=True)
-            when = datetime.now().strftime('%Y%m%d-%H%M%S')
+            when = _now_text()
             for cam in self.cameras:
                 points, _ = maps.snapshot(cam.index)
                 if points.xyz.shape[0] == 0:
                     empty.append(cam.name)
                     continue
-                base = folder / f'{cam.name}_{when}'
+                base = _fresh(folder / f'{cam.name}_{when}', ('.tum', '_map.ply'))
                 ply = base.with_name(base.name + '_map.ply')
                 write_ply(ply, points.xyz, points.rgb, points.confidence)
                 written.append(str(ply))
@@ -892,7 +953,7 @@ class Phases:
 
     def __init__(self, before: Optional[float] = None) -> None:
         self._t = time.monotonic()
-        self.parts: list = [] if before is None else [('process start to configure', before, {})]
+        self.parts: list = [] if before is None else [('process start to node ready', before, {})]
 
     def mark(self, name: str, inner: Optional[dict] = None) -> None:
         """Close the phase that just ended; ``inner`` splits it further (seconds by name)."""
@@ -901,7 +962,12 @@ class Phases:
         self._t = now
 
     def text(self, since_process_start: float) -> str:
-        """Say e.g. '9.8 s from process start to active: parameters 0.00 s, model 7.10 s ...'."""
+        """
+        Say e.g. '9.8 s from process start to active: parameters 0.00 s, model 7.10 s ...'.
+
+        ``since_process_start`` excludes the time spent waiting in unconfigured for a
+        lifecycle manager (reported on its own as ``waited_unconfigured``).
+        """
         out = []
         for name, seconds, inner in self.parts:
             detail = ', '.join(f'{k} {v:.2f} s' for k, v in inner.items())
@@ -920,6 +986,37 @@ def _image_callback(on_image: Callable, cam: CameraStream, compressed: bool) -> 
     return lambda msg: on_image(cam, msg, compressed)
 
 
+def _widened(p: Parameter) -> Parameter:
+    """Turn a whole number (or a list of them) into floats where floats are declared."""
+    spec = SPEC.get(p.name)
+    if spec is None:
+        return p
+    if isinstance(spec.default, float) and p.type_ == Parameter.Type.INTEGER:
+        return Parameter(p.name, Parameter.Type.DOUBLE, float(p.value))
+    if is_number_list(spec.default) and p.type_ == Parameter.Type.INTEGER_ARRAY:
+        return Parameter(p.name, Parameter.Type.DOUBLE_ARRAY, [float(v) for v in p.value])
+    return p
+
+
+def _refusal(changed: list) -> str:
+    """Say why a change of our parameters is refused ('' when it is not)."""
+    for p in changed:
+        spec = SPEC.get(p.name)
+        if spec is None or p.type_ == Parameter.Type.NOT_SET:
+            continue  # rclpy's own (use_sim_time ...) and undeclaring: rclpy answers
+        value = list(p.value) if isinstance(p.value, (list, tuple)) else p.value
+        if spec.read_only:
+            return (f'{p.name}={value!r} refused: {p.name} is read-only, fixed when the node '
+                    'starts (it sizes the model, the pools or the subscriptions); it takes '
+                    'effect only after a restart with the new value in the parameter file '
+                    f'(or -p {p.name}:=...)')
+        try:
+            check_one(p.name, value)
+        except ParamError as exc:
+            return str(exc)
+    return ''
+
+
 def _trajectory(cam: CameraStream) -> Optional[tuple]:
     """Return a camera's published (stamps_ns [N], poses [N, 4, 4]), or None before any."""
     with cam.lock:
@@ -928,6 +1025,20 @@ def _trajectory(cam: CameraStream) -> Optional[tuple]:
         return None
     return (np.array([s for s, _ in records], dtype=np.int64),
             np.stack([p for _, p in records]))
+
+
+def _now_text() -> str:
+    """Return local time to the millisecond for file names, e.g. 20260101-120000-123."""
+    return datetime.now().strftime('%Y%m%d-%H%M%S-%f')[:-3]
+
+
+def _fresh(base: Path, endings: tuple) -> Path:
+    """Return ``base``, or ``base_2``, ``base_3`` ...: the first no earlier save used."""
+    candidate, n = base, 1
+    while any(candidate.with_name(candidate.name + e).exists() for e in endings):
+        n += 1
+        candidate = base.with_name(f'{base.name}_{n}')
+    return candidate
 
 
 def _answer(response: Any, written: list, empty: list, what: str) -> Any:
@@ -987,7 +1098,9 @@ def main(args: Optional[list] = None) -> int:
         if own:
             usage().parse_args(own)  # --help prints and exits here; unknown flags too
         dds_note = use_large_image_profile()  # before rclpy creates the DDS participant
-        rclpy.init(args=argv)
+        # no rclpy signal handlers: they shut the context down under the running worker and
+        # raise KeyboardInterrupt at a second Ctrl-C (inside the cleanup); see shutdown.py
+        rclpy.init(args=argv, signal_handler_options=SignalHandlerOptions.NO)
     except Exception as exc:  # noqa: BLE001 (a broken parameter file, a bad remap rule)
         # rcl appends the C source location of the parser ("at /project/src/..."): drop it
         text = ' '.join(str(exc).split()).split(', at /')[0]
@@ -1005,16 +1118,32 @@ def main(args: Optional[list] = None) -> int:
             starter.cancel()
             node.autostart_once()
         starter = node.create_timer(0.0, start_once)  # the lifecycle services' group
+    stop = node.stop
+    handled = stop.install()
     try:
-        executor.spin()
+        while not stop.requested and rclpy.ok():
+            executor.spin_once(timeout_sec=SPIN_POLL_S)
     except (KeyboardInterrupt, ExternalShutdownException):
-        pass
+        stop.request('interrupted')
     finally:
-        node._release()
-        executor.shutdown()
-        node.destroy_node()
-        rclpy.try_shutdown()
+        stop.request('the context was shut down')  # publish failures from here: no error
+        _exit(node, executor, stop)
+        if handled:  # stopped: a late SIGINT / SIGTERM must not kill the exiting process
+            stop.ignore_from_now()
     return node.exit_code
+
+
+def _exit(node: LingbotNode, executor: Any, stop: StopRequest) -> None:
+    """Stop in order: worker and publishers first, then the executor, node and context."""
+    if stop.reason in ('SIGINT', 'SIGTERM'):
+        node.get_logger().info(f'{stop.reason}: stopping (worker, then publishers)')
+    try:
+        node._release(EXIT_WAIT_S)  # the worker ends while the context is still valid
+    except Exception as exc:  # noqa: BLE001 (the process exits either way: say why)
+        node.get_logger().warning(f'cleanup at exit: {type(exc).__name__}: {exc}')
+    executor.shutdown()
+    node.destroy_node()
+    rclpy.try_shutdown()
 
 
 if __name__ == '__main__':

@@ -148,9 +148,16 @@ SPECS: tuple[Spec, ...] = (
          'is dropped (newest wins) and counted.', read_only=True, low=1, high=32),
     Spec('use_cv_bridge', True, 'Use cv_bridge for raw images where it is installed.',
          read_only=True),
+    Spec('max_input_pixels', 4096 * 4096, 'Largest image (width x height) accepted. A '
+         'compressed image is measured from its PNG / JPEG header before it is decoded, so '
+         'a small file that declares a huge image (a decompression bomb) is refused at once '
+         '(rejected_too_large) instead of being decoded into gigabytes.',
+         low=1, high=2**31 - 1),
     # --- frames ----------------------------------------------------------------------
-    Spec('map_frame', 'map', 'Frame of poses, path and points.', read_only=True,
-         check=bool, rule='a non-empty frame id'),
+    Spec('map_frame', 'lingbot_map', 'Frame of poses, path and points (with several cameras '
+         "<map_frame>_<camera>). Not 'map': that is the global map of nav2 and the "
+         'localisers (REP-105), and this map has its own origin and arbitrary scale.',
+         read_only=True, check=bool, rule='a non-empty frame id'),
     Spec('camera_frame', '', 'Child frame of odom and TF (the tracked optical frame). Empty: '
          "<image frame_id>_lingbot, so the robot's own camera frame keeps its URDF parent. "
          "camera_info and depth keep the image's frame_id.", read_only=True,
@@ -166,6 +173,14 @@ SPECS: tuple[Spec, ...] = (
     Spec('publish_points', False, 'Publish ~/points (PointCloud2 xyz + rgb).'),
     Spec('publish_camera_info', True, "Publish ~/camera_info (the model's intrinsics at the "
          'input resolution).'),
+    Spec('pose_covariance', [0.01, 0.01, 0.01, 0.01, 0.01, 0.01], '~/odom pose covariance '
+         'diagonal (x, y, z, roll, pitch, yaw; model units squared and rad^2). The model '
+         'gives no uncertainty: this is a stated guess for fusion (robot_localization), '
+         'never zero.', check=lambda v: len(v) == 6 and all(x > 0 for x in v),
+         rule='6 positive numbers'),
+    Spec('twist_covariance', [0.05, 0.05, 0.05, 0.05, 0.05, 0.05], '~/odom twist covariance '
+         'diagonal (vx, vy, vz, wx, wy, wz; (model units/s)^2 and (rad/s)^2).',
+         check=lambda v: len(v) == 6 and all(x > 0 for x in v), rule='6 positive numbers'),
     Spec('path_max_length', 2000, 'Poses kept in ~/path (oldest dropped).', low=1,
          high=1000000),
     Spec('path_period', 0.5, 'Seconds between ~/path messages (the whole path is sent each '
@@ -265,6 +280,7 @@ class InputParams:
     qos_depth: int
     queue_size: int
     use_cv_bridge: bool
+    max_input_pixels: int
     map_frame: str
     camera_frame: str
     map_convention: str
@@ -280,6 +296,8 @@ class OutputParams:
     publish_depth: bool
     publish_points: bool
     publish_camera_info: bool
+    pose_covariance: tuple
+    twist_covariance: tuple
     path_max_length: int
     path_period: float
     points_decimation: int
@@ -360,16 +378,27 @@ def _coerce(spec: Spec, value: Any) -> Any:
         value = float(value) if ok else value
     elif isinstance(default, str):
         ok = isinstance(value, str)
+    elif is_number_list(default):
+        ok = isinstance(value, (list, tuple)) and all(
+            isinstance(v, (int, float)) and not isinstance(v, bool) for v in value)
+        value = tuple(float(v) for v in value) if ok else value
     else:
         ok = isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value)
         value = tuple(value) if ok else value
     if not ok:
-        raise ParamError(f'{spec.name}={value!r} is invalid: expected '
-                         f'{_type_name(default)}')
+        raise ParamError(f'{spec.name}={value!r} is invalid: expected {spec.allowed}')
     return value
 
 
+def is_number_list(default: Any) -> bool:
+    """Whether a default is a list of numbers (a DOUBLE_ARRAY parameter)."""
+    return isinstance(default, (list, tuple)) and bool(default) and all(
+        isinstance(v, float) for v in default)
+
+
 def _type_name(default: Any) -> str:
+    if is_number_list(default):
+        return 'a list of numbers'
     if isinstance(default, (list, tuple)):
         return 'a list of strings'
     return {bool: 'true or false', int: 'an integer', float: 'a number', str: 'a string'}[
@@ -439,6 +468,8 @@ def descriptor(spec: Spec) -> ParameterDescriptor:
     kind = {bool: ParameterType.PARAMETER_BOOL, int: ParameterType.PARAMETER_INTEGER,
             float: ParameterType.PARAMETER_DOUBLE, str: ParameterType.PARAMETER_STRING,
             list: ParameterType.PARAMETER_STRING_ARRAY}[type(default)]
+    if is_number_list(default):
+        kind = ParameterType.PARAMETER_DOUBLE_ARRAY
     desc = ParameterDescriptor(name=spec.name, type=kind, description=spec.description,
                                read_only=spec.read_only)
     if spec.choices or spec.rule:

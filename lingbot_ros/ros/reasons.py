@@ -31,6 +31,7 @@ class Rejection(Enum):
 
     ENCODING = 'encoding'                # unknown encoding or compressed format
     SIZE = 'size'                        # empty, odd where even is needed, step too small
+    TOO_LARGE = 'too_large'              # more pixels than max_input_pixels (header says)
     TRUNCATED = 'truncated'              # fewer bytes than the header promises
     CORRUPT = 'corrupt'                  # compressed data that does not decode
     DUPLICATE_STAMP = 'duplicate_stamp'  # the same stamp twice in a row

@@ -263,7 +263,7 @@ def parse_args(argv: Optional[list] = None) -> argparse.Namespace:
                    help='seconds to wait for a subscriber before publishing (default 10)')
     p.add_argument('--quiet', action='store_true', help='no per-frame output')
     p.add_argument('--size', type=_size, default=None, metavar='WIDTHxHEIGHT',
-                   help='resize every frame to this size (e.g. 640x480, a camera\'s)')
+                   help="resize every frame to this size (e.g. 640x480, a camera's)")
     args = p.parse_args(argv)
     if args.rate <= 0:
         p.error(f'--rate={args.rate} is invalid: expected > 0')
