@@ -976,7 +976,8 @@ class Phases:
 
 
 def _image_callback(on_image: Callable, cam: CameraStream, compressed: bool) -> Callable:
-    """Bind a camera to the image callback; with the sample's MessageInfo where rclpy has it.
+    """
+    Bind a camera to the image callback; with the sample's MessageInfo where rclpy has it.
 
     rclpy hands ``MessageInfo`` (publisher GID and sequence number, which count the frames
     lost before the node) to callbacks that take two arguments; older releases do not.
