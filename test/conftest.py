@@ -17,6 +17,8 @@
 import os
 from pathlib import Path
 import shutil
+import signal
+import subprocess
 import sys
 from typing import Optional
 
@@ -55,6 +57,17 @@ def dds_env(domain: int, **extra: str) -> dict:
                ROS_DOMAIN_ID=str(domain), PYTHONUNBUFFERED='1', **extra)
     env.pop('ROS_STATIC_PEERS', None)
     return env
+
+
+def stop_group(proc: subprocess.Popen, wait: float = 20.0) -> None:
+    """SIGINT a child's process group (a terminal's Ctrl-C); SIGKILL what outlives ``wait``."""
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGINT)
+    try:
+        proc.wait(wait)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(5)
 
 
 def installed_share() -> Optional[Path]:

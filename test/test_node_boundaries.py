@@ -25,11 +25,10 @@ shutdown transition ends the process.
 
 import os
 from pathlib import Path
-import signal
 import subprocess
 import time
 
-from conftest import dds_env, jpeg_declaring, node_executable, png_bomb
+from conftest import dds_env, jpeg_declaring, node_executable, png_bomb, stop_group
 import cv2
 from diagnostic_msgs.msg import DiagnosticArray
 from geometry_msgs.msg import PoseStamped
@@ -78,12 +77,7 @@ def rig(tmp_path_factory):
            'poses': probe.collect(PoseStamped, f'{NODE}/pose'),
            'jpeg': probe.publisher(CompressedImage, '/robot1/cam/compressed')}
     yield rig
-    if proc.poll() is None:
-        os.killpg(proc.pid, signal.SIGINT)
-    try:
-        proc.wait(20)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
+    stop_group(proc)
     probe.close()
     log.close()
 

@@ -22,10 +22,9 @@ loopback in a domain of its own; this process publishes images, reads the poses,
 
 import os
 from pathlib import Path
-import signal
 import subprocess
 
-from conftest import dds_env, node_executable
+from conftest import dds_env, node_executable, stop_group
 from geometry_msgs.msg import PoseStamped
 from lingbot_ros.ros.probe import Probe
 from lingbot_ros.streaming.trajectory import quat_to_matrix
@@ -83,12 +82,7 @@ def rig(tmp_path_factory):
         print(log.read())
     assert ok, 'the node did not come up'
     yield rig
-    if proc.poll() is None:
-        os.killpg(proc.pid, signal.SIGINT)
-    try:
-        proc.wait(20)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
+    stop_group(proc)
     probe.close()
     log.close()
 
