@@ -72,8 +72,8 @@ setup(
         ('share/ament_index/resource_index/packages', ['resource/' + PACKAGE]),
         ('share/' + PACKAGE, ['package.xml']),
         (os.path.join('share', PACKAGE, 'launch'), glob('launch/*.launch.py')),
-        (os.path.join('share', PACKAGE, 'config'), glob('config/*.yaml') + glob('config/*.rviz')
-         + ['lingbot_ros/data/fastdds_large_images.xml']),
+        (os.path.join('share', PACKAGE, 'config'), glob('config/*.yaml') + glob('config/*.rviz')),
+        (os.path.join('share', PACKAGE), ['lingbot_ros/data/fastdds_large_images.xml']),
     ],
     install_requires=['setuptools'],
     extras_require={'runtime': RUNTIME, 'ros': ROS_WHEELS, 'test': TEST},

@@ -104,9 +104,10 @@ def test_frames_lost_on_the_way_are_counted(tmp_path):
     # the player without the package's profile: Fast DDS's own shared-memory segment
     cam = _run(tmp_path, dds_env(DOMAIN, FASTDDS_BUILTIN_TRANSPORTS='DEFAULT'))
     received, lost = int(cam['frames_received']), int(cam['frames_lost_before_node'])
-    # every frame is either taken or counted as lost; frames lost before the first one the
-    # node took have nothing to be counted against (at most the first few)
-    assert FRAMES - 3 <= received + lost <= FRAMES, cam
+    # never more than was sent: no frame counted twice, nor one counted both ways
+    assert received + lost <= FRAMES, cam
+    # a frame lost after the last one taken has no later number to reveal it (under load the
+    # whole tail can go that way), so the count can fall short, never over
     if lost == 0:
-        pytest.skip(f'no frame lost this time ({received} of {FRAMES} arrived): the count '
-                    'was not exercised')
+        pytest.skip(f'{received} of {FRAMES} arrived, no gap between them: nothing to count')
+    assert received < FRAMES
