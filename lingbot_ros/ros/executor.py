@@ -35,6 +35,7 @@ import threading
 import time
 from typing import Any, Callable, Optional
 
+from rclpy.exceptions import InvalidHandle
 from rclpy.executors import (ConditionReachedException, Executor, ExternalShutdownException,
                              MultiThreadedExecutor, ShutdownException, TimeoutException)
 
@@ -116,6 +117,8 @@ class PoolExecutor(Executor):
             error = handler.exception()
         except BaseException as exc:  # noqa: BLE001 (handed to the spinning thread)
             error = exc
+        if isinstance(error, InvalidHandle):
+            error = None  # its entity was destroyed after it was ready: nothing left to run
         with self._cond:
             if handler.done():
                 self._ran.pop(handler, None)
