@@ -31,13 +31,11 @@ diagnostics or the image callbacks; one worker thread owns the GPU.
 
 from __future__ import annotations
 
-import argparse
 from collections import deque
 from datetime import datetime
 import difflib
 from enum import Enum
 import gc
-import os
 from pathlib import Path
 import sys
 import threading
@@ -48,9 +46,8 @@ from diagnostic_msgs.msg import DiagnosticArray
 from geometry_msgs.msg import PoseStamped
 from lingbot_ros.model.config import ConfigError
 from lingbot_ros.ros import diagnostics, messages
+from lingbot_ros.ros.cli import main, Phases, process_age
 from lingbot_ros.ros.convert import ImageConverter, ImageRejected
-from lingbot_ros.ros.dds import use_large_image_profile
-from lingbot_ros.ros.executor import ExecutorKind, make_executor
 from lingbot_ros.ros.intake import SequenceGaps
 from lingbot_ros.ros.map_thread import MapThread, save_colmap
 from lingbot_ros.ros.params import (check_one, descriptor, engine_config, is_number_list,
@@ -66,26 +63,20 @@ from lingbot_ros.streaming.trajectory import write_npz, write_tum
 from nav_msgs.msg import Odometry, Path as PathMsg
 import numpy as np
 from rcl_interfaces.msg import ParameterDescriptor, SetParametersResult
-import rclpy
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
 from rclpy.clock import Clock, ClockType
-from rclpy.executors import ExternalShutdownException
 from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
 from rclpy.parameter import Parameter
 from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
-from rclpy.signals import SignalHandlerOptions
 from rclpy.subscription import Subscription
 from rclpy.task import Future
 from sensor_msgs.msg import CameraInfo, CompressedImage, Image, PointCloud2
 from std_msgs.msg import Header
 from std_srvs.srv import Trigger
 
-PROCESS_T0 = time.monotonic()  # where /proc cannot say when the process started
 NODE_NAME = 'lingbot_node'
 LOG_EVERY_S = 5.0          # throttle for per-camera problem lines
 STOP_WAIT_S = 30.0         # deactivate waits this long for the worker to leave its step
-EXIT_WAIT_S = 5.0          # at exit, less: launch sends SIGTERM 5 s after its SIGINT
-SPIN_POLL_S = 0.1          # the spin loop looks this often whether a stop was asked for
 RESET_WAIT_S = 60.0        # ~/reset answers 'still waiting' after this long
 EXECUTOR_THREADS = 4       # images, diagnostics and map, services, lifecycle / parameters
 SAVE_DRAIN_S = 10.0        # ~/save_map waits this long for queued keyframes to merge
@@ -937,44 +928,6 @@ class LingbotNode(LifecycleNode):
         return bool(self._raw('autostart'))
 
 
-def process_age() -> float:
-    """Seconds since this process started (Linux /proc; else since this module loaded)."""
-    try:
-        fields = Path('/proc/self/stat').read_text().rsplit(')', 1)[1].split()
-        started = int(fields[19]) / os.sysconf('SC_CLK_TCK')  # field 22: start, in ticks
-        uptime = float(Path('/proc/uptime').read_text().split()[0])
-        return max(0.0, uptime - started)
-    except (OSError, ValueError, IndexError):
-        return time.monotonic() - PROCESS_T0
-
-
-class Phases:
-    """Where start-up time goes: named phases of configure / activate, in seconds."""
-
-    def __init__(self, before: Optional[float] = None) -> None:
-        self._t = time.monotonic()
-        self.parts: list = [] if before is None else [('process start to node ready', before, {})]
-
-    def mark(self, name: str, inner: Optional[dict] = None) -> None:
-        """Close the phase that just ended; ``inner`` splits it further (seconds by name)."""
-        now = time.monotonic()
-        self.parts.append((name, now - self._t, dict(inner or {})))
-        self._t = now
-
-    def text(self, since_process_start: float) -> str:
-        """
-        Say e.g. '9.8 s from process start to active: parameters 0.00 s, model 7.10 s ...'.
-
-        ``since_process_start`` excludes the time spent waiting in unconfigured for a
-        lifecycle manager (reported on its own as ``waited_unconfigured``).
-        """
-        out = []
-        for name, seconds, inner in self.parts:
-            detail = ', '.join(f'{k} {v:.2f} s' for k, v in inner.items())
-            out.append(f'{name} {seconds:.2f} s' + (f' ({detail})' if detail else ''))
-        return f'{since_process_start:.1f} s from process start to active: ' + '; '.join(out)
-
-
 def _image_callback(on_image: Callable, cam: CameraStream, compressed: bool) -> Callable:
     """
     Bind a camera to the image callback; with the sample's MessageInfo where rclpy has it.
@@ -1073,78 +1026,6 @@ def _hardware_id(device: Any) -> str:
         except Exception:  # noqa: BLE001
             return str(device)
     return str(device)
-
-
-def usage() -> argparse.ArgumentParser:
-    """Build the ``lingbot_node --help`` text: how to start it and where the parameters are."""
-    lines = [f'  {s.name} (default {s.default!r}){" [read-only]" if s.read_only else ""}'
-             for s in SPECS]
-    return argparse.ArgumentParser(
-        prog='lingbot_node', formatter_class=argparse.RawDescriptionHelpFormatter,
-        description='LingBot-Map streaming 3D reconstruction as a ROS 2 lifecycle node: '
-                    'camera images in; poses, path, depth, points and /diagnostics out.',
-        epilog='usage with ROS arguments:\n'
-               '  ros2 run lingbot_ros lingbot_node --ros-args --params-file lingbot.yaml '
-               '-r image:=/camera/image_raw\n'
-               '  ros2 launch lingbot_ros lingbot.launch.py image_topic:=/camera/image_raw\n\n'
-               'parameters (config/lingbot.yaml documents each one):\n' + '\n'.join(lines))
-
-
-def main(args: Optional[list] = None) -> int:
-    """Entry point of ``lingbot_node``: spin, auto configure + activate by default."""
-    from rclpy.utilities import remove_ros_args
-    argv = list(sys.argv if args is None else args)
-    try:
-        own = remove_ros_args(argv)[1:]
-        if own:
-            usage().parse_args(own)  # --help prints and exits here; unknown flags too
-        dds_note = use_large_image_profile()  # before rclpy creates the DDS participant
-        # no rclpy signal handlers: they shut the context down under the running worker and
-        # raise KeyboardInterrupt at a second Ctrl-C (inside the cleanup); see shutdown.py
-        rclpy.init(args=argv, signal_handler_options=SignalHandlerOptions.NO)
-    except Exception as exc:  # noqa: BLE001 (a broken parameter file, a bad remap rule)
-        # rcl appends the C source location of the parser ("at /project/src/..."): drop it
-        text = ' '.join(str(exc).split()).split(', at /')[0]
-        print(f'lingbot_node: cannot start: {text}', file=sys.stderr)
-        return 2
-    node = LingbotNode()
-    if dds_note:
-        node.get_logger().info(dds_note)
-    executor = make_executor(ExecutorKind(node._raw('executor')), EXECUTOR_THREADS)
-    executor.add_node(node)
-    if node.autostart:  # from inside the executor, so diagnostics flow during configure
-        starter = None
-
-        def start_once() -> None:
-            starter.cancel()
-            node.autostart_once()
-        starter = node.create_timer(0.0, start_once)  # the lifecycle services' group
-    stop = node.stop
-    handled = stop.install()
-    try:
-        while not stop.requested and rclpy.ok():
-            executor.spin_once(timeout_sec=SPIN_POLL_S)
-    except (KeyboardInterrupt, ExternalShutdownException):
-        stop.request('interrupted')
-    finally:
-        stop.request('the context was shut down')  # publish failures from here: no error
-        _exit(node, executor, stop)
-        if handled:  # stopped: a late SIGINT / SIGTERM must not kill the exiting process
-            stop.ignore_from_now()
-    return node.exit_code
-
-
-def _exit(node: LingbotNode, executor: Any, stop: StopRequest) -> None:
-    """Stop in order: worker and publishers first, then the executor, node and context."""
-    if stop.reason in ('SIGINT', 'SIGTERM'):
-        node.get_logger().info(f'{stop.reason}: stopping (worker, then publishers)')
-    try:
-        node._release(EXIT_WAIT_S)  # the worker ends while the context is still valid
-    except Exception as exc:  # noqa: BLE001 (the process exits either way: say why)
-        node.get_logger().warning(f'cleanup at exit: {type(exc).__name__}: {exc}')
-    executor.shutdown()
-    node.destroy_node()
-    rclpy.try_shutdown()
 
 
 if __name__ == '__main__':
