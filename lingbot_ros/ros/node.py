@@ -31,7 +31,6 @@ diagnostics or the image callbacks; one worker thread owns the GPU.
 
 from __future__ import annotations
 
-from collections import deque
 from datetime import datetime
 import difflib
 from enum import Enum
@@ -43,39 +42,35 @@ import time
 from typing import Any, Callable, Optional
 
 from diagnostic_msgs.msg import DiagnosticArray
-from geometry_msgs.msg import PoseStamped
 from lingbot_ros.model.config import ConfigError
 from lingbot_ros.ros import diagnostics, messages
 from lingbot_ros.ros.cli import main, Phases, process_age
 from lingbot_ros.ros.convert import ImageConverter, ImageRejected
 from lingbot_ros.ros.intake import SequenceGaps
 from lingbot_ros.ros.map_thread import MapThread, save_colmap
+from lingbot_ros.ros.outputs import camera_frames, CameraPublishers, Outputs
 from lingbot_ros.ros.params import (check_one, descriptor, engine_config, is_number_list,
                                     map_config, NodeParams, ParamError, parse, SPEC, SPECS,
                                     stream_config, update)
-from lingbot_ros.ros.reasons import Event, Level, Rejection, Topic
+from lingbot_ros.ros.reasons import Level, Rejection
 from lingbot_ros.ros.shutdown import StopRequest
 from lingbot_ros.ros.worker import (CameraStream, Frame, FrameQueue, StampVerdict, Worker,
                                     WorkerBusy)
 from lingbot_ros.streaming.ply import write_ply
-from lingbot_ros.streaming.result import FrameResult
 from lingbot_ros.streaming.trajectory import write_npz, write_tum
-from nav_msgs.msg import Odometry, Path as PathMsg
 import numpy as np
 from rcl_interfaces.msg import ParameterDescriptor, SetParametersResult
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
 from rclpy.clock import Clock, ClockType
 from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
 from rclpy.parameter import Parameter
-from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
+from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
 from rclpy.subscription import Subscription
 from rclpy.task import Future
-from sensor_msgs.msg import CameraInfo, CompressedImage, Image, PointCloud2
-from std_msgs.msg import Header
+from sensor_msgs.msg import CompressedImage, Image
 from std_srvs.srv import Trigger
 
 NODE_NAME = 'lingbot_node'
-LOG_EVERY_S = 5.0          # throttle for per-camera problem lines
 STOP_WAIT_S = 30.0         # deactivate waits this long for the worker to leave its step
 RESET_WAIT_S = 60.0        # ~/reset answers 'still waiting' after this long
 EXECUTOR_THREADS = 4       # images, diagnostics and map, services, lifecycle / parameters
@@ -107,34 +102,6 @@ def _optional(module: str) -> bool:
     return True
 
 
-class _Outputs:
-    """One camera's publishers (created on activate, destroyed once the worker stopped)."""
-
-    def __init__(self, node: 'LingbotNode', prefix: str) -> None:
-        reliable = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE,
-                              history=HistoryPolicy.KEEP_LAST)
-        latest = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE,
-                            history=HistoryPolicy.KEEP_LAST)
-        self.pose = node.create_publisher(PoseStamped, prefix + 'pose', reliable)
-        self.odom = node.create_publisher(Odometry, prefix + 'odom', reliable)
-        self.path = node.create_publisher(PathMsg, prefix + 'path', latest)
-        self.path_sent = -float('inf')  # monotonic time of the last ~/path message
-        self.depth = node.create_publisher(Image, prefix + 'depth', latest)
-        self.points = node.create_publisher(PointCloud2, prefix + 'points', latest)
-        self.camera_info = node.create_publisher(CameraInfo, prefix + 'camera_info', reliable)
-        # the map: the newest one stays for late joiners (RViz started after the node)
-        kept = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE,
-                          history=HistoryPolicy.KEEP_LAST,
-                          durability=DurabilityPolicy.TRANSIENT_LOCAL)
-        self.map_points = node.create_publisher(PointCloud2, prefix + 'map_points', kept)
-        self.map_sent = (-float('inf'), -1)  # (monotonic time, map version) last sent
-
-    def destroy(self, node: 'LingbotNode') -> None:
-        for pub in (self.pose, self.odom, self.path, self.depth, self.points,
-                    self.camera_info, self.map_points):
-            node.destroy_publisher(pub)
-
-
 class LingbotNode(LifecycleNode):
     """The LingBot-Map streaming reconstruction node; see the module docstring."""
 
@@ -157,15 +124,10 @@ class LingbotNode(LifecycleNode):
         self._queue: Optional[FrameQueue] = None
         self._worker: Optional[Worker] = None
         self._maps: Optional[MapThread] = None
-        self._map_restarts: dict = {}  # camera index -> restarts already logged
         self._converter: Optional[ImageConverter] = None
-        self._outputs: list = []
         self._retired: list = []   # outputs of a worker that was still in a step at deactivate
         self._subs: list = []
         self._lb_services: list = []
-        self._tf = None
-        self._last_log: dict = {}
-        self._log_lock = threading.Lock()
         self._cfg_lock = threading.Lock()
         self.info = diagnostics.NodeInfo(hardware_id='none',
                                          node=self.get_fully_qualified_name())
@@ -185,11 +147,15 @@ class LingbotNode(LifecycleNode):
                                              callback_group=self._diag_group,
                                              clock=self._steady)
         self._map_group = MutuallyExclusiveCallbackGroup()
+        # the worker's sink (poses ... points) and the map topic's sender
+        self._out = Outputs(self, lambda: self.params, lambda: self.cameras,
+                            lambda: self._maps,
+                            lambda: self.stop.requested or not self.context.ok())
         # every map_period while publish_map is on; cancelled while it is off (a timer that
         # only returns still wakes the executor and costs the GIL)
         map_period = self._raw('map_period')
         ok = isinstance(map_period, float) and SPEC['map_period'].low <= map_period <= 3600.0
-        self._map_timer = self.create_timer(map_period if ok else 1.0, self._publish_maps,
+        self._map_timer = self.create_timer(map_period if ok else 1.0, self._out.publish_maps,
                                             callback_group=self._map_group, clock=self._steady)
         if not self._raw('publish_map'):
             self._map_timer.cancel()
@@ -376,11 +342,11 @@ class LingbotNode(LifecycleNode):
         for cam in self.cameras:
             cam.sliding_window = stream_cfg.sliding_window
         self._queue = FrameQueue(len(self.cameras), params.inputs.queue_size)
-        self._worker = Worker(self.cameras, self._queue, self, self.current_stream_config)
+        self._worker = Worker(self.cameras, self._queue, self._out, self.current_stream_config)
         self._maps = MapThread(len(self.cameras), map_config(params),
                                max_keyframe_images=params.outputs.colmap_max_keyframes)
         self._maps.start()
-        self._map_restarts = {}
+        self._out.map_restarts = {}
         self._converter = ImageConverter(params.inputs.use_cv_bridge,
                                          params.inputs.max_input_pixels)
         self._fill_info(engine, engine_cfg)
@@ -483,11 +449,12 @@ class LingbotNode(LifecycleNode):
             return FAILURE
         self._destroy_retired()
         many = len(self.cameras) > 1
-        self._outputs = [_Outputs(self, f'~/{c.name}/' if many else '~/') for c in self.cameras]
-        self._tf = None
+        self._out.pubs = [CameraPublishers(self, f'~/{c.name}/' if many else '~/')
+                          for c in self.cameras]
+        self._out.tf = None
         if 'tf2_ros' not in self.info.missing:
             from tf2_ros import TransformBroadcaster  # noqa: I900 (ROS distro only)
-            self._tf = TransformBroadcaster(self)
+            self._out.tf = TransformBroadcaster(self)
         qos = QoSProfile(depth=inputs.qos_depth, history=HistoryPolicy.KEEP_LAST,
                          reliability=(ReliabilityPolicy.BEST_EFFORT
                                       if inputs.qos_reliability == 'best_effort'
@@ -538,7 +505,7 @@ class LingbotNode(LifecycleNode):
             self.destroy_subscription(sub)
         self._subs = []
         stopped = self._worker is None or self._worker.stop(wait)
-        outputs, self._outputs = self._outputs, []
+        outputs, self._out.pubs = self._out.pubs, []
         if stopped:
             for out in outputs:
                 out.destroy(self)
@@ -546,7 +513,7 @@ class LingbotNode(LifecycleNode):
             self._retired.extend(outputs)
             self.get_logger().warning(f'the worker is still inside a step after {wait:.0f} s; '
                                       'its publishers go once it has left it')
-        self._tf = None
+        self._out.tf = None
 
     def _destroy_retired(self) -> None:
         if self._retired and (self._worker is None or not self._worker.alive):
@@ -615,14 +582,14 @@ class LingbotNode(LifecycleNode):
             rgb = self._converter.compressed(msg) if compressed else self._converter.image(msg)
         except ImageRejected as exc:
             cam.counters.on_rejected(exc.reason)
-            self.report(cam, exc.reason, f'image rejected: {exc}', Level.WARN)
+            self._out.report(cam, exc.reason, f'image rejected: {exc}', Level.WARN)
             return
         stamp = messages.stamp_ns(msg.header.stamp)
         verdict = cam.admit(stamp)
         if verdict == StampVerdict.DUPLICATE:
             cam.counters.on_rejected(Rejection.DUPLICATE_STAMP)
-            self.report(cam, Rejection.DUPLICATE_STAMP, f'duplicate stamp {stamp} rejected',
-                        Level.WARN)
+            self._out.report(cam, Rejection.DUPLICATE_STAMP,
+                             f'duplicate stamp {stamp} rejected', Level.WARN)
             return
         if verdict == StampVerdict.BACKWARD:
             cam.counters.on_stamp_reset()
@@ -640,110 +607,9 @@ class LingbotNode(LifecycleNode):
         if dropped is not None:
             cam.counters.on_dropped()
 
-    # --- output (worker thread) ----------------------------------------------------------
-
-    def report(self, cam: Optional[CameraStream], topic: Topic, text: str,
-               level: Level) -> None:
-        """Log a per-camera problem at most every LOG_EVERY_S per topic (counted always)."""
-        name = cam.name if cam is not None else 'worker'
-        key = (name, topic)
-        now = time.monotonic()
-        with self._log_lock:
-            if now - self._last_log.get(key, -1e9) < LOG_EVERY_S:
-                return
-            self._last_log[key] = now
-        count = cam.counters.rejected_count(topic) \
-            if cam is not None and isinstance(topic, Rejection) else 0
-        line = f'[{name}] {text}' + (f' ({count} so far)' if count else '')
-        log = self.get_logger()
-        (log.error if level == Level.ERROR else log.warning)(line)
-
     def _frames(self, cam: CameraStream) -> tuple:
-        """
-        Return (map frame, tracked frame, sensor frame) for one camera.
-
-        The tracked frame is the child of odom and TF. By default it is a frame of our
-        own (``<image frame_id>_lingbot``): broadcasting map -> the image's frame itself
-        would give a frame the robot's URDF already parents a second parent. Set
-        ``camera_frame`` to choose it. ``camera_info`` and depth keep the image's frame.
-        """
-        inputs = self.params.inputs
-        many = len(self.cameras) > 1
-        map_frame = f'{inputs.map_frame}_{cam.name}' if many else inputs.map_frame
-        sensor = cam.frame_id or f'{cam.name}_optical_frame'
-        if inputs.camera_frame:
-            child = f'{inputs.camera_frame}_{cam.name}' if many else inputs.camera_frame
-        else:
-            child = f'{sensor}_lingbot'
-        return map_frame, child, sensor
-
-    def _send(self, cam: CameraStream, output: str, action: Callable[[], None]) -> None:
-        """Publish one output; a failure loses only it, counted and reported."""
-        try:
-            action()
-        except Exception as exc:  # noqa: BLE001 (a bad message must not cost the others)
-            if self.stop.requested or not self.context.ok():
-                return  # the process is stopping: a publisher may already be gone, no error
-            cam.counters.on_publish_failed(output)
-            self.report(cam, Event.PUBLISH_FAILED,
-                        f'{output} not published: {type(exc).__name__}: {exc}', Level.ERROR)
-
-    def publish(self, cam: CameraStream, result: FrameResult) -> None:
-        """Publish everything enabled for one result, stamped with the input's stamp."""
-        params = self.params
-        outputs = self._outputs
-        if params is None or cam.index >= len(outputs):
-            return
-        out, pubs = params.outputs, outputs[cam.index]
-        map_frame, child, sensor = self._frames(cam)
-        pose = messages.map_pose(result, params.inputs.map_convention)
-        stamp = result.stamp_ns
-        pose_msg = messages.pose_stamped(pose, stamp, map_frame)
-        self._send(cam, 'pose', lambda: pubs.pose.publish(pose_msg))
-        if out.publish_odom:
-            self._send(cam, 'odom', lambda: pubs.odom.publish(
-                messages.odometry(pose, stamp, map_frame, child, cam.previous,
-                                  out.pose_covariance, out.twist_covariance)))
-        if out.publish_path:
-            self._send(cam, 'path', lambda: self._publish_path(cam, pubs, pose_msg, map_frame))
-        if out.publish_tf and self._tf is not None:
-            self._send(cam, 'tf', lambda: self._tf.sendTransform(
-                messages.transform(pose, stamp, map_frame, child)))
-        if out.publish_camera_info:
-            self._send(cam, 'camera_info', lambda: pubs.camera_info.publish(
-                messages.camera_info(result, sensor)))
-        if out.publish_depth and result.depth is not None:
-            self._send(cam, 'depth', lambda: pubs.depth.publish(
-                messages.depth_image(result, sensor)))
-        if out.publish_points and result.depth is not None:
-            self._send(cam, 'points', lambda: pubs.points.publish(messages.point_cloud(
-                result, pose, map_frame, out.points_decimation, out.points_min_confidence,
-                out.points_confidence_percentile)))
-        if out.publish_map and result.is_keyframe and result.depth is not None \
-                and self._maps is not None:
-            self._maps.submit(cam.index, result, pose)  # merged by the map thread
-        cam.previous = (stamp, pose)
-        with cam.lock:
-            cam.trajectory.append((stamp, pose))
-
-    def map_restarted(self, cam: CameraStream) -> None:
-        """Start the camera's accumulated map over, in order with its queued keyframes."""
-        if self._maps is not None:
-            self._maps.clear(cam.index)
-
-    def _publish_path(self, cam: CameraStream, pubs: _Outputs, pose_msg: PoseStamped,
-                      map_frame: str) -> None:
-        out = self.params.outputs
-        with cam.lock:
-            if cam.path.maxlen != out.path_max_length:
-                cam.path = deque(cam.path, maxlen=out.path_max_length)
-            cam.path.append(pose_msg)
-            poses = list(cam.path)
-        now = time.monotonic()
-        if now - pubs.path_sent >= out.path_period:  # the full path is costly to send
-            pubs.path_sent = now
-            pubs.path.publish(PathMsg(header=Header(stamp=pose_msg.header.stamp,
-                                                    frame_id=map_frame), poses=poses))
+        """Return (map frame, tracked frame, sensor frame) for one camera (outputs.py)."""
+        return camera_frames(self.params, self.cameras, cam)
 
     # --- services --------------------------------------------------------------------------
 
@@ -868,33 +734,6 @@ class LingbotNode(LifecycleNode):
         _answer(response, written, empty, 'keyframe images')
         self.get_logger().info(response.message)
         return response
-
-    # --- the map topic and diagnostics ---------------------------------------------------
-
-    def _publish_maps(self) -> None:
-        """Send each camera's map every map_period, when it changed since the last one."""
-        maps, params, outputs = self._maps, self.params, self._outputs
-        if maps is None or params is None or not params.outputs.publish_map:
-            return
-        now = time.monotonic()
-        for cam in list(self.cameras):
-            if cam.index >= len(outputs):
-                continue
-            pubs = outputs[cam.index]
-            counters = maps.counters(cam.index)
-            if counters.restarts > self._map_restarts.get(cam.index, 0):
-                self._map_restarts[cam.index] = counters.restarts
-                self.get_logger().info(f'[{cam.name}] the map started over (a new map of the '
-                                       'session): ~/map_points restarts from its keyframes')
-            sent_at, version = pubs.map_sent
-            # the timer runs every map_period; a little early is still this period's turn
-            if counters.version == version or now - sent_at < 0.5 * params.outputs.map_period:
-                continue
-            points, counters = maps.snapshot(cam.index)
-            map_frame, _, _ = self._frames(cam)
-            pubs.map_sent = (now, counters.version)
-            self._send(cam, 'map_points', lambda: pubs.map_points.publish(messages.map_cloud(
-                points.xyz, points.rgb, points.confidence, counters.stamp_ns, map_frame)))
 
     # --- diagnostics ---------------------------------------------------------------------
 
