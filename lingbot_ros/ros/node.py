@@ -31,11 +31,9 @@ diagnostics or the image callbacks; one worker thread owns the GPU.
 
 from __future__ import annotations
 
-from datetime import datetime
 import difflib
 from enum import Enum
 import gc
-from pathlib import Path
 import sys
 import threading
 import time
@@ -47,18 +45,16 @@ from lingbot_ros.ros import diagnostics, messages
 from lingbot_ros.ros.cli import main, Phases, process_age
 from lingbot_ros.ros.convert import ImageConverter, ImageRejected
 from lingbot_ros.ros.intake import SequenceGaps
-from lingbot_ros.ros.map_thread import MapThread, save_colmap
+from lingbot_ros.ros.map_thread import MapThread
 from lingbot_ros.ros.outputs import camera_frames, CameraPublishers, Outputs
 from lingbot_ros.ros.params import (check_one, descriptor, engine_config, is_number_list,
                                     map_config, NodeParams, ParamError, parse, SPEC, SPECS,
                                     stream_config, update)
 from lingbot_ros.ros.reasons import Level, Rejection
+from lingbot_ros.ros.services import Services
 from lingbot_ros.ros.shutdown import StopRequest
 from lingbot_ros.ros.worker import (CameraStream, Frame, FrameQueue, StampVerdict, Worker,
                                     WorkerBusy)
-from lingbot_ros.streaming.ply import write_ply
-from lingbot_ros.streaming.trajectory import write_npz, write_tum
-import numpy as np
 from rcl_interfaces.msg import ParameterDescriptor, SetParametersResult
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
 from rclpy.clock import Clock, ClockType
@@ -66,15 +62,11 @@ from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackRet
 from rclpy.parameter import Parameter
 from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
 from rclpy.subscription import Subscription
-from rclpy.task import Future
 from sensor_msgs.msg import CompressedImage, Image
-from std_srvs.srv import Trigger
 
 NODE_NAME = 'lingbot_node'
 STOP_WAIT_S = 30.0         # deactivate waits this long for the worker to leave its step
-RESET_WAIT_S = 60.0        # ~/reset answers 'still waiting' after this long
 EXECUTOR_THREADS = 4       # images, diagnostics and map, services, lifecycle / parameters
-SAVE_DRAIN_S = 10.0        # ~/save_map waits this long for queued keyframes to merge
 NOMINAL_INPUT_HW = (480, 640)  # the camera size the start-up memory estimate assumes
 ROS_OWN_PARAMETERS = ('use_sim_time', 'start_type_description_service')
 SUCCESS = TransitionCallbackReturn.SUCCESS
@@ -127,7 +119,7 @@ class LingbotNode(LifecycleNode):
         self._converter: Optional[ImageConverter] = None
         self._retired: list = []   # outputs of a worker that was still in a step at deactivate
         self._subs: list = []
-        self._lb_services: list = []
+        self._lb_services: Optional[Services] = None  # ~/reset, ~/save_*: from configure
         self._cfg_lock = threading.Lock()
         self.info = diagnostics.NodeInfo(hardware_id='none',
                                          node=self.get_fully_qualified_name())
@@ -350,15 +342,7 @@ class LingbotNode(LifecycleNode):
         self._converter = ImageConverter(params.inputs.use_cv_bridge,
                                          params.inputs.max_input_pixels)
         self._fill_info(engine, engine_cfg)
-        self._lb_services = [
-            self.create_service(Trigger, '~/reset', self._on_reset,
-                                callback_group=self._service_group),
-            self.create_service(Trigger, '~/save_trajectory', self._on_save,
-                                callback_group=self._service_group),
-            self.create_service(Trigger, '~/save_map', self._on_save_map,
-                                callback_group=self._service_group),
-            self.create_service(Trigger, '~/save_colmap', self._on_save_colmap,
-                                callback_group=self._service_group)]
+        self._lb_services = Services(self, self._service_group)
         log.info(f'model: {engine.description} on {engine.device} ({self.info.dtype}, '
                  f'{engine.backend} attention); image conversion: {self._converter.backend}')
         if engine.checkpoint is not None:
@@ -529,9 +513,9 @@ class LingbotNode(LifecycleNode):
     def _release(self, wait: Optional[float] = None) -> None:
         """Free everything configure made; idempotent (cleanup, shutdown, error, exit)."""
         self._stop_streaming(wait)
-        for srv in self._lb_services:
-            self.destroy_service(srv)
-        self._lb_services = []
+        if self._lb_services is not None:
+            self._lb_services.destroy()
+            self._lb_services = None
         if self._maps is not None:
             self._maps.stop()
             self._maps = None
@@ -611,130 +595,6 @@ class LingbotNode(LifecycleNode):
         """Return (map frame, tracked frame, sensor frame) for one camera (outputs.py)."""
         return camera_frames(self.params, self.cameras, cam)
 
-    # --- services --------------------------------------------------------------------------
-
-    async def _on_reset(self, request: Trigger.Request, response: Trigger.Response) -> Any:
-        """
-        Rebuild every session; answered once the worker did it, without blocking a thread.
-
-        The worker serves the reset between two frames. This coroutine waits on a future
-        the worker completes, so the executor goes on running image callbacks and
-        diagnostics meanwhile; after RESET_WAIT_S it answers that the reset is still
-        pending (it then runs before the next frame).
-        """
-        worker = self._worker
-        if worker is None:
-            response.success, response.message = False, 'not configured: nothing to reset'
-            return response
-        future = Future(executor=self.executor)
-        future.add_done_callback(lambda _: None)  # a done callback wakes the executor
-        lock = threading.Lock()
-
-        def finish(done: bool) -> None:
-            with lock:
-                if not future.done():
-                    future.set_result(done)
-        timer = self.create_timer(RESET_WAIT_S, lambda: finish(False),
-                                  callback_group=self._service_group, clock=self._steady)
-        worker.request_reset(on_done=lambda: finish(True))
-        done = await future
-        self.destroy_timer(timer)
-        response.success = bool(done)
-        response.message = (f'reset {len(self.cameras)} session(s): the next frames start a '
-                            'new map' if done else
-                            f'reset still pending after {RESET_WAIT_S:.0f} s (the worker is '
-                            'inside a step); it runs before the next frame')
-        self.get_logger().info(response.message)
-        return response
-
-    def _on_save(self, request: Trigger.Request, response: Trigger.Response) -> Any:
-        if self.params is None:
-            response.success, response.message = False, 'not configured: no trajectory'
-            return response
-        folder = Path(self.params.trajectory_dir)
-        written, empty = [], []
-        try:
-            folder.mkdir(parents=True, exist_ok=True)
-            when = _now_text()
-            for cam in self.cameras:
-                track = _trajectory(cam)
-                if track is None:
-                    empty.append(cam.name)
-                    continue
-                stamps, poses = track
-                base = _fresh(folder / f'{cam.name}_{when}', ('.tum', '.npz'))
-                write_tum(base.with_suffix('.tum'), stamps * 1e-9, poses)
-                map_frame, child, _ = self._frames(cam)
-                write_npz(base.with_suffix('.npz'), {
-                    'stamps_ns': stamps, 'poses': poses,
-                    'map_frame': np.array(map_frame), 'camera_frame': np.array(child),
-                    'map_convention': np.array(self.params.inputs.map_convention)})
-                written += [str(base.with_suffix('.tum')), str(base.with_suffix('.npz'))]
-        except OSError as exc:
-            response.success, response.message = False, f'cannot write to {folder}: {exc}'
-            return response
-        return _answer(response, written, empty, 'poses')
-
-    def _on_save_map(self, request: Trigger.Request, response: Trigger.Response) -> Any:
-        """Write each camera's map (binary PLY) and trajectory (TUM) into trajectory_dir."""
-        maps, params = self._maps, self.params
-        if maps is None or params is None:
-            response.success, response.message = False, 'not configured: no map'
-            return response
-        if not params.outputs.publish_map:
-            response.success = False
-            response.message = 'publish_map is false: no map is accumulated (set it true)'
-            return response
-        maps.drain(SAVE_DRAIN_S)  # keyframes already handed over belong in the file
-        folder = Path(params.trajectory_dir)
-        written, empty = [], []
-        try:
-            folder.mkdir(parents=True, exist_ok=True)
-            when = _now_text()
-            for cam in self.cameras:
-                points, _ = maps.snapshot(cam.index)
-                if points.xyz.shape[0] == 0:
-                    empty.append(cam.name)
-                    continue
-                base = _fresh(folder / f'{cam.name}_{when}', ('.tum', '_map.ply'))
-                ply = base.with_name(base.name + '_map.ply')
-                write_ply(ply, points.xyz, points.rgb, points.confidence)
-                written.append(str(ply))
-                track = _trajectory(cam)
-                if track is not None:
-                    write_tum(base.with_suffix('.tum'), track[0] * 1e-9, track[1])
-                    written.append(str(base.with_suffix('.tum')))
-        except OSError as exc:
-            response.success, response.message = False, f'cannot write to {folder}: {exc}'
-            return response
-        _answer(response, written, empty, 'map points')
-        self.get_logger().info(response.message)
-        return response
-
-    def _on_save_colmap(self, request: Trigger.Request, response: Trigger.Response) -> Any:
-        """Write each camera's kept keyframes and map as a COLMAP model into trajectory_dir."""
-        maps, params = self._maps, self.params
-        refusal = ('not configured: no map' if maps is None or params is None else
-                   'publish_map is false: no map is accumulated (set it true)'
-                   if not params.outputs.publish_map else
-                   'colmap_max_keyframes is 0: no keyframe image is kept (set it > 0 and '
-                   'restart)' if not maps.max_keyframe_images else None)
-        if refusal:
-            response.success, response.message = False, refusal
-            return response
-        maps.drain(SAVE_DRAIN_S)  # keyframes already handed over belong in the model
-        folder = Path(params.trajectory_dir)
-        try:
-            folder.mkdir(parents=True, exist_ok=True)
-            when = datetime.now().strftime('%Y%m%d-%H%M%S-%f')  # two calls never share one
-            written, empty = save_colmap(maps, [c.name for c in self.cameras], folder, when)
-        except OSError as exc:
-            response.success, response.message = False, f'cannot write to {folder}: {exc}'
-            return response
-        _answer(response, written, empty, 'keyframe images')
-        self.get_logger().info(response.message)
-        return response
-
     # --- diagnostics ---------------------------------------------------------------------
 
     def _publish_diagnostics(self) -> None:
@@ -808,39 +668,6 @@ def _refusal(changed: list) -> str:
         except ParamError as exc:
             return str(exc)
     return ''
-
-
-def _trajectory(cam: CameraStream) -> Optional[tuple]:
-    """Return a camera's published (stamps_ns [N], poses [N, 4, 4]), or None before any."""
-    with cam.lock:
-        records = list(cam.trajectory)
-    if not records:
-        return None
-    return (np.array([s for s, _ in records], dtype=np.int64),
-            np.stack([p for _, p in records]))
-
-
-def _now_text() -> str:
-    """Return local time to the millisecond for file names, e.g. 20260101-120000-123."""
-    return datetime.now().strftime('%Y%m%d-%H%M%S-%f')[:-3]
-
-
-def _fresh(base: Path, endings: tuple) -> Path:
-    """Return ``base``, or ``base_2``, ``base_3`` ...: the first no earlier save used."""
-    candidate, n = base, 1
-    while any(candidate.with_name(candidate.name + e).exists() for e in endings):
-        n += 1
-        candidate = base.with_name(f'{base.name}_{n}')
-    return candidate
-
-
-def _answer(response: Any, written: list, empty: list, what: str) -> Any:
-    """Fill a save service's answer: the files written, and the cameras with nothing yet."""
-    response.success = bool(written)
-    parts = (['wrote ' + ', '.join(written)] if written else []) + (
-        [f'no {what} yet for ' + ', '.join(empty)] if empty else [])
-    response.message = '; '.join(parts)
-    return response
 
 
 def _is_ours(exc: BaseException) -> bool:
