@@ -37,32 +37,27 @@ import gc
 import sys
 import threading
 import time
-from typing import Any, Callable, Optional
+from typing import Any, Optional
 
 from diagnostic_msgs.msg import DiagnosticArray
 from lingbot_ros.model.config import ConfigError
-from lingbot_ros.ros import diagnostics, messages
+from lingbot_ros.ros import diagnostics
 from lingbot_ros.ros.cli import main, Phases, process_age
-from lingbot_ros.ros.convert import ImageConverter, ImageRejected
-from lingbot_ros.ros.intake import SequenceGaps
+from lingbot_ros.ros.convert import ImageConverter
+from lingbot_ros.ros.intake import Intake
 from lingbot_ros.ros.map_thread import MapThread
 from lingbot_ros.ros.outputs import camera_frames, CameraPublishers, Outputs
 from lingbot_ros.ros.params import (check_one, descriptor, engine_config, is_number_list,
                                     map_config, NodeParams, ParamError, parse, SPEC, SPECS,
                                     stream_config, update)
-from lingbot_ros.ros.reasons import Level, Rejection
 from lingbot_ros.ros.services import Services
 from lingbot_ros.ros.shutdown import StopRequest
-from lingbot_ros.ros.worker import (CameraStream, Frame, FrameQueue, StampVerdict, Worker,
-                                    WorkerBusy)
+from lingbot_ros.ros.worker import CameraStream, FrameQueue, Worker, WorkerBusy
 from rcl_interfaces.msg import ParameterDescriptor, SetParametersResult
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
 from rclpy.clock import Clock, ClockType
 from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
 from rclpy.parameter import Parameter
-from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
-from rclpy.subscription import Subscription
-from sensor_msgs.msg import CompressedImage, Image
 
 NODE_NAME = 'lingbot_node'
 STOP_WAIT_S = 30.0         # deactivate waits this long for the worker to leave its step
@@ -143,6 +138,9 @@ class LingbotNode(LifecycleNode):
         self._out = Outputs(self, lambda: self.params, lambda: self.cameras,
                             lambda: self._maps,
                             lambda: self.stop.requested or not self.context.ok())
+        # the image callbacks: convert, gate the stamp, enqueue for the worker
+        self._intake = Intake(self, lambda: self._converter, lambda: self._queue,
+                              self._out.report, self._memory_for)
         # every map_period while publish_map is on; cancelled while it is off (a timer that
         # only returns still wakes the executor and costs the GIL)
         map_period = self._raw('map_period')
@@ -439,26 +437,10 @@ class LingbotNode(LifecycleNode):
         if 'tf2_ros' not in self.info.missing:
             from tf2_ros import TransformBroadcaster  # noqa: I900 (ROS distro only)
             self._out.tf = TransformBroadcaster(self)
-        qos = QoSProfile(depth=inputs.qos_depth, history=HistoryPolicy.KEEP_LAST,
-                         reliability=(ReliabilityPolicy.BEST_EFFORT
-                                      if inputs.qos_reliability == 'best_effort'
-                                      else ReliabilityPolicy.RELIABLE))
-        compressed = inputs.input_transport == 'compressed'
         # the queue before the subscriptions: a frame arriving in between must not go into
         # the previous, closed queue, where nobody would count it
         self._queue = FrameQueue(len(self.cameras), inputs.queue_size)
-        for cam, topic in zip(self.cameras, inputs.camera_topics):
-            if compressed:  # image_transport's naming: the resolved base topic + /compressed
-                name = self.resolve_topic_name(topic).rstrip('/') + '/compressed'
-                kind = CompressedImage
-            else:
-                name, kind = topic, Image
-            cam.gaps = SequenceGaps()
-            sub = self.create_subscription(
-                kind, name, _image_callback(self._on_image, cam, compressed), qos,
-                callback_group=self._image_group)
-            cam.topic = sub.topic_name
-            self._subs.append(sub)
+        self._intake.subscribe(self.cameras, inputs, self._image_group, self._subs)
         try:
             self._worker.start(self._queue)
         except WorkerBusy as exc:  # stop() above said it ended; belt and braces
@@ -555,42 +537,6 @@ class LingbotNode(LifecycleNode):
         if self.exit_code:
             self.context.try_shutdown()
 
-    # --- input (image callback group: convert and enqueue only) --------------------------
-
-    def _on_image(self, cam: CameraStream, msg: Any, compressed: bool,
-                  info: Optional[dict] = None) -> None:
-        now = time.monotonic()
-        cam.counters.on_lost(cam.gaps.observe(info))
-        cam.counters.on_received(now)
-        try:
-            rgb = self._converter.compressed(msg) if compressed else self._converter.image(msg)
-        except ImageRejected as exc:
-            cam.counters.on_rejected(exc.reason)
-            self._out.report(cam, exc.reason, f'image rejected: {exc}', Level.WARN)
-            return
-        stamp = messages.stamp_ns(msg.header.stamp)
-        verdict = cam.admit(stamp)
-        if verdict == StampVerdict.DUPLICATE:
-            cam.counters.on_rejected(Rejection.DUPLICATE_STAMP)
-            self._out.report(cam, Rejection.DUPLICATE_STAMP,
-                             f'duplicate stamp {stamp} rejected', Level.WARN)
-            return
-        if verdict == StampVerdict.BACKWARD:
-            cam.counters.on_stamp_reset()
-            cleared = self._queue.clear(cam.index)
-            if cleared:
-                cam.counters.on_dropped(cleared)
-            cam.pending_reset.set()
-            self.get_logger().warning(
-                f'[{cam.name}] stamp jumped backwards (looped bag or restarted source): '
-                "resetting this camera's session; the next frames start a new map")
-        if cam.input_hw is None:  # the first frame of this camera: now its size is known
-            cam.input_hw = tuple(rgb.shape[:2])
-            self._memory_for(cam, cam.input_hw)
-        dropped = self._queue.put(Frame(cam.index, rgb, stamp, now, msg.header.frame_id))
-        if dropped is not None:
-            cam.counters.on_dropped()
-
     def _frames(self, cam: CameraStream) -> tuple:
         """Return (map frame, tracked frame, sensor frame) for one camera (outputs.py)."""
         return camera_frames(self.params, self.cameras, cam)
@@ -625,18 +571,6 @@ class LingbotNode(LifecycleNode):
     @property
     def autostart(self) -> bool:
         return bool(self._raw('autostart'))
-
-
-def _image_callback(on_image: Callable, cam: CameraStream, compressed: bool) -> Callable:
-    """
-    Bind a camera to the image callback; with the sample's MessageInfo where rclpy has it.
-
-    rclpy hands ``MessageInfo`` (publisher GID and sequence number, which count the frames
-    lost before the node) to callbacks that take two arguments; older releases do not.
-    """
-    if hasattr(Subscription, 'CallbackType'):
-        return lambda msg, info: on_image(cam, msg, compressed, info)
-    return lambda msg: on_image(cam, msg, compressed)
 
 
 def _widened(p: Parameter) -> Parameter:
