@@ -27,6 +27,10 @@ Threads: a multi-threaded executor runs image callbacks, the diagnostics timer, 
 services and lifecycle transitions in separate callback groups, so a slow transition
 (stopping a worker inside a long step) or a pending ``~/reset`` never holds up the
 diagnostics or the image callbacks; one worker thread owns the GPU.
+
+This module is the lifecycle and the wiring; the per-frame path is ``intake.py`` (image
+callback) -> ``worker.py`` (the model) -> ``outputs.py`` (messages); the services are in
+``services.py`` and start-up / exit in ``cli.py``.
 """
 
 from __future__ import annotations

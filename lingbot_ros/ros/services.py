@@ -64,6 +64,11 @@ class Services:
             self._node.destroy_service(srv)
         self._handles = []
 
+    def _logged(self, response: Trigger.Response) -> Trigger.Response:
+        """Log a save service's answer (what was written) and return it."""
+        self._node.get_logger().info(response.message)
+        return response
+
     async def _on_reset(self, request: Trigger.Request, response: Trigger.Response) -> Any:
         """
         Rebuild every session; answered once the worker did it, without blocking a thread.
@@ -161,9 +166,7 @@ class Services:
         except OSError as exc:
             response.success, response.message = False, f'cannot write to {folder}: {exc}'
             return response
-        _answer(response, written, empty, 'map points')
-        node.get_logger().info(response.message)
-        return response
+        return self._logged(_answer(response, written, empty, 'map points'))
 
     def _on_save_colmap(self, request: Trigger.Request, response: Trigger.Response) -> Any:
         """Write each camera's kept keyframes and map as a COLMAP model into trajectory_dir."""
@@ -186,9 +189,7 @@ class Services:
         except OSError as exc:
             response.success, response.message = False, f'cannot write to {folder}: {exc}'
             return response
-        _answer(response, written, empty, 'keyframe images')
-        node.get_logger().info(response.message)
-        return response
+        return self._logged(_answer(response, written, empty, 'keyframe images'))
 
 
 def _trajectory(cam: CameraStream) -> Optional[tuple]:
