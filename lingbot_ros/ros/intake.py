@@ -13,20 +13,38 @@
 # limitations under the License.
 
 """
-Frames a camera sent that the node never took: counted from the publishers' numbering.
+The camera side of the node: subscriptions, conversion, the stamp gate, lost-frame counts.
 
-A best-effort reader of depth N keeps the newest N samples and overwrites the rest without a
-trace, so a node that falls behind loses frames nobody counts. DDS numbers every sample a
-writer sends (1, 2, 3, ...) and rmw hands that number and the writer's GID to the callback
-(``MessageInfo``), so a jump from 7 to 10 means two frames were lost before the node, on the
-wire or in the reader's history. A number that goes back means that writer restarted: a new
-run, nothing lost. Bounded: the newest ``MAX_WRITERS`` writers per topic are followed.
+``Intake`` runs in the image callback group (one callback at a time, never the worker):
+each image is counted, converted, its stamp admitted or refused, and the frame handed to
+the worker's queue; it never waits on the GPU. ``subscribe`` runs on activate (the
+lifecycle thread).
+
+``SequenceGaps``: frames a camera sent that the node never took, counted from the
+publishers' numbering. A best-effort reader of depth N keeps the newest N samples and
+overwrites the rest without a trace, so a node that falls behind loses frames nobody
+counts. DDS numbers every sample a writer sends (1, 2, 3, ...) and rmw hands that number
+and the writer's GID to the callback (``MessageInfo``), so a jump from 7 to 10 means two
+frames were lost before the node, on the wire or in the reader's history. A number that
+goes back means that writer restarted: a new run, nothing lost. Bounded: the newest
+``MAX_WRITERS`` writers per topic are followed.
 """
 
 from __future__ import annotations
 
 from collections import OrderedDict
-from typing import Any, Mapping, Optional
+import time
+from typing import Any, Callable, Mapping, Optional
+
+from lingbot_ros.ros import messages
+from lingbot_ros.ros.convert import ImageRejected
+from lingbot_ros.ros.reasons import Level, Rejection
+from lingbot_ros.ros.worker import CameraStream, Frame, StampVerdict
+from rclpy.callback_groups import CallbackGroup
+from rclpy.node import Node
+from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
+from rclpy.subscription import Subscription
+from sensor_msgs.msg import CompressedImage, Image
 
 MAX_WRITERS = 16  # writers followed per topic (a camera has one; a restarted driver, a few)
 
@@ -68,3 +86,84 @@ def _writer_key(gid: Any) -> Any:
         return bytes(gid)
     except (TypeError, ValueError):
         return repr(gid)
+
+
+class Intake:
+    """The image callbacks of the node's cameras, and the subscriptions that call them."""
+
+    def __init__(self, node: Node, converter: Callable[[], Any], queue: Callable[[], Any],
+                 report: Callable[..., None],
+                 memory_for: Callable[[CameraStream, tuple], None]) -> None:
+        """Read the node's current converter and frame queue through the callables."""
+        self._node = node  # its logger, and the factory of the subscriptions
+        self._converter, self._queue = converter, queue
+        self._report = report          # the worker sink's throttled per-camera log
+        self._memory_for = memory_for  # re-estimates device memory at a camera's first frame
+
+    def subscribe(self, cameras: list, inputs: Any, group: CallbackGroup, into: list) -> None:
+        """Subscribe each camera's topic (appended to ``into`` one by one, as made)."""
+        qos = QoSProfile(depth=inputs.qos_depth, history=HistoryPolicy.KEEP_LAST,
+                         reliability=(ReliabilityPolicy.BEST_EFFORT
+                                      if inputs.qos_reliability == 'best_effort'
+                                      else ReliabilityPolicy.RELIABLE))
+        compressed = inputs.input_transport == 'compressed'
+        for cam, topic in zip(cameras, inputs.camera_topics):
+            if compressed:  # image_transport's naming: the resolved base topic + /compressed
+                name = self._node.resolve_topic_name(topic).rstrip('/') + '/compressed'
+                kind = CompressedImage
+            else:
+                name, kind = topic, Image
+            cam.gaps = SequenceGaps()
+            sub = self._node.create_subscription(
+                kind, name, image_callback(self.on_image, cam, compressed), qos,
+                callback_group=group)
+            cam.topic = sub.topic_name
+            into.append(sub)
+
+    def on_image(self, cam: CameraStream, msg: Any, compressed: bool,
+                 info: Optional[dict] = None) -> None:
+        """Take one image: count, convert, admit its stamp, hand it to the worker's queue."""
+        now = time.monotonic()
+        cam.counters.on_lost(cam.gaps.observe(info))
+        cam.counters.on_received(now)
+        try:
+            converter = self._converter()
+            rgb = converter.compressed(msg) if compressed else converter.image(msg)
+        except ImageRejected as exc:
+            cam.counters.on_rejected(exc.reason)
+            self._report(cam, exc.reason, f'image rejected: {exc}', Level.WARN)
+            return
+        stamp = messages.stamp_ns(msg.header.stamp)
+        verdict = cam.admit(stamp)
+        if verdict == StampVerdict.DUPLICATE:
+            cam.counters.on_rejected(Rejection.DUPLICATE_STAMP)
+            self._report(cam, Rejection.DUPLICATE_STAMP, f'duplicate stamp {stamp} rejected',
+                         Level.WARN)
+            return
+        if verdict == StampVerdict.BACKWARD:
+            cam.counters.on_stamp_reset()
+            cleared = self._queue().clear(cam.index)
+            if cleared:
+                cam.counters.on_dropped(cleared)
+            cam.pending_reset.set()
+            self._node.get_logger().warning(
+                f'[{cam.name}] stamp jumped backwards (looped bag or restarted source): '
+                "resetting this camera's session; the next frames start a new map")
+        if cam.input_hw is None:  # the first frame of this camera: now its size is known
+            cam.input_hw = tuple(rgb.shape[:2])
+            self._memory_for(cam, cam.input_hw)
+        dropped = self._queue().put(Frame(cam.index, rgb, stamp, now, msg.header.frame_id))
+        if dropped is not None:
+            cam.counters.on_dropped()
+
+
+def image_callback(on_image: Callable, cam: CameraStream, compressed: bool) -> Callable:
+    """
+    Bind a camera to the image callback; with the sample's MessageInfo where rclpy has it.
+
+    rclpy hands ``MessageInfo`` (publisher GID and sequence number, which count the frames
+    lost before the node) to callbacks that take two arguments; older releases do not.
+    """
+    if hasattr(Subscription, 'CallbackType'):
+        return lambda msg, info: on_image(cam, msg, compressed, info)
+    return lambda msg: on_image(cam, msg, compressed)

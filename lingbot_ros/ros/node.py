@@ -27,68 +27,45 @@ Threads: a multi-threaded executor runs image callbacks, the diagnostics timer, 
 services and lifecycle transitions in separate callback groups, so a slow transition
 (stopping a worker inside a long step) or a pending ``~/reset`` never holds up the
 diagnostics or the image callbacks; one worker thread owns the GPU.
+
+This module is the lifecycle and the wiring; the per-frame path is ``intake.py`` (image
+callback) -> ``worker.py`` (the model) -> ``outputs.py`` (messages); the services are in
+``services.py`` and start-up / exit in ``cli.py``.
 """
 
 from __future__ import annotations
 
-import argparse
-from collections import deque
-from datetime import datetime
 import difflib
 from enum import Enum
 import gc
-import os
-from pathlib import Path
 import sys
 import threading
 import time
-from typing import Any, Callable, Optional
+from typing import Any, Optional
 
 from diagnostic_msgs.msg import DiagnosticArray
-from geometry_msgs.msg import PoseStamped
 from lingbot_ros.model.config import ConfigError
-from lingbot_ros.ros import diagnostics, messages
-from lingbot_ros.ros.convert import ImageConverter, ImageRejected
-from lingbot_ros.ros.dds import use_large_image_profile
-from lingbot_ros.ros.executor import ExecutorKind, make_executor
-from lingbot_ros.ros.intake import SequenceGaps
-from lingbot_ros.ros.map_thread import MapThread, save_colmap
+from lingbot_ros.ros import diagnostics
+from lingbot_ros.ros.cli import main, Phases, process_age
+from lingbot_ros.ros.convert import ImageConverter
+from lingbot_ros.ros.intake import Intake
+from lingbot_ros.ros.map_thread import MapThread
+from lingbot_ros.ros.outputs import camera_frames, CameraPublishers, Outputs
 from lingbot_ros.ros.params import (check_one, descriptor, engine_config, is_number_list,
                                     map_config, NodeParams, ParamError, parse, SPEC, SPECS,
                                     stream_config, update)
-from lingbot_ros.ros.reasons import Event, Level, Rejection, Topic
+from lingbot_ros.ros.services import Services
 from lingbot_ros.ros.shutdown import StopRequest
-from lingbot_ros.ros.worker import (CameraStream, Frame, FrameQueue, StampVerdict, Worker,
-                                    WorkerBusy)
-from lingbot_ros.streaming.ply import write_ply
-from lingbot_ros.streaming.result import FrameResult
-from lingbot_ros.streaming.trajectory import write_npz, write_tum
-from nav_msgs.msg import Odometry, Path as PathMsg
-import numpy as np
+from lingbot_ros.ros.worker import CameraStream, FrameQueue, Worker, WorkerBusy
 from rcl_interfaces.msg import ParameterDescriptor, SetParametersResult
-import rclpy
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
 from rclpy.clock import Clock, ClockType
-from rclpy.executors import ExternalShutdownException
 from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
 from rclpy.parameter import Parameter
-from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
-from rclpy.signals import SignalHandlerOptions
-from rclpy.subscription import Subscription
-from rclpy.task import Future
-from sensor_msgs.msg import CameraInfo, CompressedImage, Image, PointCloud2
-from std_msgs.msg import Header
-from std_srvs.srv import Trigger
 
-PROCESS_T0 = time.monotonic()  # where /proc cannot say when the process started
 NODE_NAME = 'lingbot_node'
-LOG_EVERY_S = 5.0          # throttle for per-camera problem lines
 STOP_WAIT_S = 30.0         # deactivate waits this long for the worker to leave its step
-EXIT_WAIT_S = 5.0          # at exit, less: launch sends SIGTERM 5 s after its SIGINT
-SPIN_POLL_S = 0.1          # the spin loop looks this often whether a stop was asked for
-RESET_WAIT_S = 60.0        # ~/reset answers 'still waiting' after this long
 EXECUTOR_THREADS = 4       # images, diagnostics and map, services, lifecycle / parameters
-SAVE_DRAIN_S = 10.0        # ~/save_map waits this long for queued keyframes to merge
 NOMINAL_INPUT_HW = (480, 640)  # the camera size the start-up memory estimate assumes
 ROS_OWN_PARAMETERS = ('use_sim_time', 'start_type_description_service')
 SUCCESS = TransitionCallbackReturn.SUCCESS
@@ -116,34 +93,6 @@ def _optional(module: str) -> bool:
     return True
 
 
-class _Outputs:
-    """One camera's publishers (created on activate, destroyed once the worker stopped)."""
-
-    def __init__(self, node: 'LingbotNode', prefix: str) -> None:
-        reliable = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE,
-                              history=HistoryPolicy.KEEP_LAST)
-        latest = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE,
-                            history=HistoryPolicy.KEEP_LAST)
-        self.pose = node.create_publisher(PoseStamped, prefix + 'pose', reliable)
-        self.odom = node.create_publisher(Odometry, prefix + 'odom', reliable)
-        self.path = node.create_publisher(PathMsg, prefix + 'path', latest)
-        self.path_sent = -float('inf')  # monotonic time of the last ~/path message
-        self.depth = node.create_publisher(Image, prefix + 'depth', latest)
-        self.points = node.create_publisher(PointCloud2, prefix + 'points', latest)
-        self.camera_info = node.create_publisher(CameraInfo, prefix + 'camera_info', reliable)
-        # the map: the newest one stays for late joiners (RViz started after the node)
-        kept = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE,
-                          history=HistoryPolicy.KEEP_LAST,
-                          durability=DurabilityPolicy.TRANSIENT_LOCAL)
-        self.map_points = node.create_publisher(PointCloud2, prefix + 'map_points', kept)
-        self.map_sent = (-float('inf'), -1)  # (monotonic time, map version) last sent
-
-    def destroy(self, node: 'LingbotNode') -> None:
-        for pub in (self.pose, self.odom, self.path, self.depth, self.points,
-                    self.camera_info, self.map_points):
-            node.destroy_publisher(pub)
-
-
 class LingbotNode(LifecycleNode):
     """The LingBot-Map streaming reconstruction node; see the module docstring."""
 
@@ -166,15 +115,10 @@ class LingbotNode(LifecycleNode):
         self._queue: Optional[FrameQueue] = None
         self._worker: Optional[Worker] = None
         self._maps: Optional[MapThread] = None
-        self._map_restarts: dict = {}  # camera index -> restarts already logged
         self._converter: Optional[ImageConverter] = None
-        self._outputs: list = []
         self._retired: list = []   # outputs of a worker that was still in a step at deactivate
         self._subs: list = []
-        self._lb_services: list = []
-        self._tf = None
-        self._last_log: dict = {}
-        self._log_lock = threading.Lock()
+        self._lb_services: Optional[Services] = None  # ~/reset, ~/save_*: from configure
         self._cfg_lock = threading.Lock()
         self.info = diagnostics.NodeInfo(hardware_id='none',
                                          node=self.get_fully_qualified_name())
@@ -194,11 +138,18 @@ class LingbotNode(LifecycleNode):
                                              callback_group=self._diag_group,
                                              clock=self._steady)
         self._map_group = MutuallyExclusiveCallbackGroup()
+        # the worker's sink (poses ... points) and the map topic's sender
+        self._out = Outputs(self, lambda: self.params, lambda: self.cameras,
+                            lambda: self._maps,
+                            lambda: self.stop.requested or not self.context.ok())
+        # the image callbacks: convert, gate the stamp, enqueue for the worker
+        self._intake = Intake(self, lambda: self._converter, lambda: self._queue,
+                              self._out.report, self._memory_for)
         # every map_period while publish_map is on; cancelled while it is off (a timer that
         # only returns still wakes the executor and costs the GIL)
         map_period = self._raw('map_period')
         ok = isinstance(map_period, float) and SPEC['map_period'].low <= map_period <= 3600.0
-        self._map_timer = self.create_timer(map_period if ok else 1.0, self._publish_maps,
+        self._map_timer = self.create_timer(map_period if ok else 1.0, self._out.publish_maps,
                                             callback_group=self._map_group, clock=self._steady)
         if not self._raw('publish_map'):
             self._map_timer.cancel()
@@ -385,23 +336,15 @@ class LingbotNode(LifecycleNode):
         for cam in self.cameras:
             cam.sliding_window = stream_cfg.sliding_window
         self._queue = FrameQueue(len(self.cameras), params.inputs.queue_size)
-        self._worker = Worker(self.cameras, self._queue, self, self.current_stream_config)
+        self._worker = Worker(self.cameras, self._queue, self._out, self.current_stream_config)
         self._maps = MapThread(len(self.cameras), map_config(params),
                                max_keyframe_images=params.outputs.colmap_max_keyframes)
         self._maps.start()
-        self._map_restarts = {}
+        self._out.map_restarts = {}
         self._converter = ImageConverter(params.inputs.use_cv_bridge,
                                          params.inputs.max_input_pixels)
         self._fill_info(engine, engine_cfg)
-        self._lb_services = [
-            self.create_service(Trigger, '~/reset', self._on_reset,
-                                callback_group=self._service_group),
-            self.create_service(Trigger, '~/save_trajectory', self._on_save,
-                                callback_group=self._service_group),
-            self.create_service(Trigger, '~/save_map', self._on_save_map,
-                                callback_group=self._service_group),
-            self.create_service(Trigger, '~/save_colmap', self._on_save_colmap,
-                                callback_group=self._service_group)]
+        self._lb_services = Services(self, self._service_group)
         log.info(f'model: {engine.description} on {engine.device} ({self.info.dtype}, '
                  f'{engine.backend} attention); image conversion: {self._converter.backend}')
         if engine.checkpoint is not None:
@@ -492,31 +435,16 @@ class LingbotNode(LifecycleNode):
             return FAILURE
         self._destroy_retired()
         many = len(self.cameras) > 1
-        self._outputs = [_Outputs(self, f'~/{c.name}/' if many else '~/') for c in self.cameras]
-        self._tf = None
+        self._out.pubs = [CameraPublishers(self, f'~/{c.name}/' if many else '~/')
+                          for c in self.cameras]
+        self._out.tf = None
         if 'tf2_ros' not in self.info.missing:
             from tf2_ros import TransformBroadcaster  # noqa: I900 (ROS distro only)
-            self._tf = TransformBroadcaster(self)
-        qos = QoSProfile(depth=inputs.qos_depth, history=HistoryPolicy.KEEP_LAST,
-                         reliability=(ReliabilityPolicy.BEST_EFFORT
-                                      if inputs.qos_reliability == 'best_effort'
-                                      else ReliabilityPolicy.RELIABLE))
-        compressed = inputs.input_transport == 'compressed'
+            self._out.tf = TransformBroadcaster(self)
         # the queue before the subscriptions: a frame arriving in between must not go into
         # the previous, closed queue, where nobody would count it
         self._queue = FrameQueue(len(self.cameras), inputs.queue_size)
-        for cam, topic in zip(self.cameras, inputs.camera_topics):
-            if compressed:  # image_transport's naming: the resolved base topic + /compressed
-                name = self.resolve_topic_name(topic).rstrip('/') + '/compressed'
-                kind = CompressedImage
-            else:
-                name, kind = topic, Image
-            cam.gaps = SequenceGaps()
-            sub = self.create_subscription(
-                kind, name, _image_callback(self._on_image, cam, compressed), qos,
-                callback_group=self._image_group)
-            cam.topic = sub.topic_name
-            self._subs.append(sub)
+        self._intake.subscribe(self.cameras, inputs, self._image_group, self._subs)
         try:
             self._worker.start(self._queue)
         except WorkerBusy as exc:  # stop() above said it ended; belt and braces
@@ -547,7 +475,7 @@ class LingbotNode(LifecycleNode):
             self.destroy_subscription(sub)
         self._subs = []
         stopped = self._worker is None or self._worker.stop(wait)
-        outputs, self._outputs = self._outputs, []
+        outputs, self._out.pubs = self._out.pubs, []
         if stopped:
             for out in outputs:
                 out.destroy(self)
@@ -555,7 +483,7 @@ class LingbotNode(LifecycleNode):
             self._retired.extend(outputs)
             self.get_logger().warning(f'the worker is still inside a step after {wait:.0f} s; '
                                       'its publishers go once it has left it')
-        self._tf = None
+        self._out.tf = None
 
     def _destroy_retired(self) -> None:
         if self._retired and (self._worker is None or not self._worker.alive):
@@ -571,9 +499,9 @@ class LingbotNode(LifecycleNode):
     def _release(self, wait: Optional[float] = None) -> None:
         """Free everything configure made; idempotent (cleanup, shutdown, error, exit)."""
         self._stop_streaming(wait)
-        for srv in self._lb_services:
-            self.destroy_service(srv)
-        self._lb_services = []
+        if self._lb_services is not None:
+            self._lb_services.destroy()
+            self._lb_services = None
         if self._maps is not None:
             self._maps.stop()
             self._maps = None
@@ -613,297 +541,9 @@ class LingbotNode(LifecycleNode):
         if self.exit_code:
             self.context.try_shutdown()
 
-    # --- input (image callback group: convert and enqueue only) --------------------------
-
-    def _on_image(self, cam: CameraStream, msg: Any, compressed: bool,
-                  info: Optional[dict] = None) -> None:
-        now = time.monotonic()
-        cam.counters.on_lost(cam.gaps.observe(info))
-        cam.counters.on_received(now)
-        try:
-            rgb = self._converter.compressed(msg) if compressed else self._converter.image(msg)
-        except ImageRejected as exc:
-            cam.counters.on_rejected(exc.reason)
-            self.report(cam, exc.reason, f'image rejected: {exc}', Level.WARN)
-            return
-        stamp = messages.stamp_ns(msg.header.stamp)
-        verdict = cam.admit(stamp)
-        if verdict == StampVerdict.DUPLICATE:
-            cam.counters.on_rejected(Rejection.DUPLICATE_STAMP)
-            self.report(cam, Rejection.DUPLICATE_STAMP, f'duplicate stamp {stamp} rejected',
-                        Level.WARN)
-            return
-        if verdict == StampVerdict.BACKWARD:
-            cam.counters.on_stamp_reset()
-            cleared = self._queue.clear(cam.index)
-            if cleared:
-                cam.counters.on_dropped(cleared)
-            cam.pending_reset.set()
-            self.get_logger().warning(
-                f'[{cam.name}] stamp jumped backwards (looped bag or restarted source): '
-                "resetting this camera's session; the next frames start a new map")
-        if cam.input_hw is None:  # the first frame of this camera: now its size is known
-            cam.input_hw = tuple(rgb.shape[:2])
-            self._memory_for(cam, cam.input_hw)
-        dropped = self._queue.put(Frame(cam.index, rgb, stamp, now, msg.header.frame_id))
-        if dropped is not None:
-            cam.counters.on_dropped()
-
-    # --- output (worker thread) ----------------------------------------------------------
-
-    def report(self, cam: Optional[CameraStream], topic: Topic, text: str,
-               level: Level) -> None:
-        """Log a per-camera problem at most every LOG_EVERY_S per topic (counted always)."""
-        name = cam.name if cam is not None else 'worker'
-        key = (name, topic)
-        now = time.monotonic()
-        with self._log_lock:
-            if now - self._last_log.get(key, -1e9) < LOG_EVERY_S:
-                return
-            self._last_log[key] = now
-        count = cam.counters.rejected_count(topic) \
-            if cam is not None and isinstance(topic, Rejection) else 0
-        line = f'[{name}] {text}' + (f' ({count} so far)' if count else '')
-        log = self.get_logger()
-        (log.error if level == Level.ERROR else log.warning)(line)
-
     def _frames(self, cam: CameraStream) -> tuple:
-        """
-        Return (map frame, tracked frame, sensor frame) for one camera.
-
-        The tracked frame is the child of odom and TF. By default it is a frame of our
-        own (``<image frame_id>_lingbot``): broadcasting map -> the image's frame itself
-        would give a frame the robot's URDF already parents a second parent. Set
-        ``camera_frame`` to choose it. ``camera_info`` and depth keep the image's frame.
-        """
-        inputs = self.params.inputs
-        many = len(self.cameras) > 1
-        map_frame = f'{inputs.map_frame}_{cam.name}' if many else inputs.map_frame
-        sensor = cam.frame_id or f'{cam.name}_optical_frame'
-        if inputs.camera_frame:
-            child = f'{inputs.camera_frame}_{cam.name}' if many else inputs.camera_frame
-        else:
-            child = f'{sensor}_lingbot'
-        return map_frame, child, sensor
-
-    def _send(self, cam: CameraStream, output: str, action: Callable[[], None]) -> None:
-        """Publish one output; a failure loses only it, counted and reported."""
-        try:
-            action()
-        except Exception as exc:  # noqa: BLE001 (a bad message must not cost the others)
-            if self.stop.requested or not self.context.ok():
-                return  # the process is stopping: a publisher may already be gone, no error
-            cam.counters.on_publish_failed(output)
-            self.report(cam, Event.PUBLISH_FAILED,
-                        f'{output} not published: {type(exc).__name__}: {exc}', Level.ERROR)
-
-    def publish(self, cam: CameraStream, result: FrameResult) -> None:
-        """Publish everything enabled for one result, stamped with the input's stamp."""
-        params = self.params
-        outputs = self._outputs
-        if params is None or cam.index >= len(outputs):
-            return
-        out, pubs = params.outputs, outputs[cam.index]
-        map_frame, child, sensor = self._frames(cam)
-        pose = messages.map_pose(result, params.inputs.map_convention)
-        stamp = result.stamp_ns
-        pose_msg = messages.pose_stamped(pose, stamp, map_frame)
-        self._send(cam, 'pose', lambda: pubs.pose.publish(pose_msg))
-        if out.publish_odom:
-            self._send(cam, 'odom', lambda: pubs.odom.publish(
-                messages.odometry(pose, stamp, map_frame, child, cam.previous,
-                                  out.pose_covariance, out.twist_covariance)))
-        if out.publish_path:
-            self._send(cam, 'path', lambda: self._publish_path(cam, pubs, pose_msg, map_frame))
-        if out.publish_tf and self._tf is not None:
-            self._send(cam, 'tf', lambda: self._tf.sendTransform(
-                messages.transform(pose, stamp, map_frame, child)))
-        if out.publish_camera_info:
-            self._send(cam, 'camera_info', lambda: pubs.camera_info.publish(
-                messages.camera_info(result, sensor)))
-        if out.publish_depth and result.depth is not None:
-            self._send(cam, 'depth', lambda: pubs.depth.publish(
-                messages.depth_image(result, sensor)))
-        if out.publish_points and result.depth is not None:
-            self._send(cam, 'points', lambda: pubs.points.publish(messages.point_cloud(
-                result, pose, map_frame, out.points_decimation, out.points_min_confidence,
-                out.points_confidence_percentile)))
-        if out.publish_map and result.is_keyframe and result.depth is not None \
-                and self._maps is not None:
-            self._maps.submit(cam.index, result, pose)  # merged by the map thread
-        cam.previous = (stamp, pose)
-        with cam.lock:
-            cam.trajectory.append((stamp, pose))
-
-    def map_restarted(self, cam: CameraStream) -> None:
-        """Start the camera's accumulated map over, in order with its queued keyframes."""
-        if self._maps is not None:
-            self._maps.clear(cam.index)
-
-    def _publish_path(self, cam: CameraStream, pubs: _Outputs, pose_msg: PoseStamped,
-                      map_frame: str) -> None:
-        out = self.params.outputs
-        with cam.lock:
-            if cam.path.maxlen != out.path_max_length:
-                cam.path = deque(cam.path, maxlen=out.path_max_length)
-            cam.path.append(pose_msg)
-            poses = list(cam.path)
-        now = time.monotonic()
-        if now - pubs.path_sent >= out.path_period:  # the full path is costly to send
-            pubs.path_sent = now
-            pubs.path.publish(PathMsg(header=Header(stamp=pose_msg.header.stamp,
-                                                    frame_id=map_frame), poses=poses))
-
-    # --- services --------------------------------------------------------------------------
-
-    async def _on_reset(self, request: Trigger.Request, response: Trigger.Response) -> Any:
-        """
-        Rebuild every session; answered once the worker did it, without blocking a thread.
-
-        The worker serves the reset between two frames. This coroutine waits on a future
-        the worker completes, so the executor goes on running image callbacks and
-        diagnostics meanwhile; after RESET_WAIT_S it answers that the reset is still
-        pending (it then runs before the next frame).
-        """
-        worker = self._worker
-        if worker is None:
-            response.success, response.message = False, 'not configured: nothing to reset'
-            return response
-        future = Future(executor=self.executor)
-        future.add_done_callback(lambda _: None)  # a done callback wakes the executor
-        lock = threading.Lock()
-
-        def finish(done: bool) -> None:
-            with lock:
-                if not future.done():
-                    future.set_result(done)
-        timer = self.create_timer(RESET_WAIT_S, lambda: finish(False),
-                                  callback_group=self._service_group, clock=self._steady)
-        worker.request_reset(on_done=lambda: finish(True))
-        done = await future
-        self.destroy_timer(timer)
-        response.success = bool(done)
-        response.message = (f'reset {len(self.cameras)} session(s): the next frames start a '
-                            'new map' if done else
-                            f'reset still pending after {RESET_WAIT_S:.0f} s (the worker is '
-                            'inside a step); it runs before the next frame')
-        self.get_logger().info(response.message)
-        return response
-
-    def _on_save(self, request: Trigger.Request, response: Trigger.Response) -> Any:
-        if self.params is None:
-            response.success, response.message = False, 'not configured: no trajectory'
-            return response
-        folder = Path(self.params.trajectory_dir)
-        written, empty = [], []
-        try:
-            folder.mkdir(parents=True, exist_ok=True)
-            when = _now_text()
-            for cam in self.cameras:
-                track = _trajectory(cam)
-                if track is None:
-                    empty.append(cam.name)
-                    continue
-                stamps, poses = track
-                base = _fresh(folder / f'{cam.name}_{when}', ('.tum', '.npz'))
-                write_tum(base.with_suffix('.tum'), stamps * 1e-9, poses)
-                map_frame, child, _ = self._frames(cam)
-                write_npz(base.with_suffix('.npz'), {
-                    'stamps_ns': stamps, 'poses': poses,
-                    'map_frame': np.array(map_frame), 'camera_frame': np.array(child),
-                    'map_convention': np.array(self.params.inputs.map_convention)})
-                written += [str(base.with_suffix('.tum')), str(base.with_suffix('.npz'))]
-        except OSError as exc:
-            response.success, response.message = False, f'cannot write to {folder}: {exc}'
-            return response
-        return _answer(response, written, empty, 'poses')
-
-    def _on_save_map(self, request: Trigger.Request, response: Trigger.Response) -> Any:
-        """Write each camera's map (binary PLY) and trajectory (TUM) into trajectory_dir."""
-        maps, params = self._maps, self.params
-        if maps is None or params is None:
-            response.success, response.message = False, 'not configured: no map'
-            return response
-        if not params.outputs.publish_map:
-            response.success = False
-            response.message = 'publish_map is false: no map is accumulated (set it true)'
-            return response
-        maps.drain(SAVE_DRAIN_S)  # keyframes already handed over belong in the file
-        folder = Path(params.trajectory_dir)
-        written, empty = [], []
-        try:
-            folder.mkdir(parents=True, exist_ok=True)
-            when = _now_text()
-            for cam in self.cameras:
-                points, _ = maps.snapshot(cam.index)
-                if points.xyz.shape[0] == 0:
-                    empty.append(cam.name)
-                    continue
-                base = _fresh(folder / f'{cam.name}_{when}', ('.tum', '_map.ply'))
-                ply = base.with_name(base.name + '_map.ply')
-                write_ply(ply, points.xyz, points.rgb, points.confidence)
-                written.append(str(ply))
-                track = _trajectory(cam)
-                if track is not None:
-                    write_tum(base.with_suffix('.tum'), track[0] * 1e-9, track[1])
-                    written.append(str(base.with_suffix('.tum')))
-        except OSError as exc:
-            response.success, response.message = False, f'cannot write to {folder}: {exc}'
-            return response
-        _answer(response, written, empty, 'map points')
-        self.get_logger().info(response.message)
-        return response
-
-    def _on_save_colmap(self, request: Trigger.Request, response: Trigger.Response) -> Any:
-        """Write each camera's kept keyframes and map as a COLMAP model into trajectory_dir."""
-        maps, params = self._maps, self.params
-        refusal = ('not configured: no map' if maps is None or params is None else
-                   'publish_map is false: no map is accumulated (set it true)'
-                   if not params.outputs.publish_map else
-                   'colmap_max_keyframes is 0: no keyframe image is kept (set it > 0 and '
-                   'restart)' if not maps.max_keyframe_images else None)
-        if refusal:
-            response.success, response.message = False, refusal
-            return response
-        maps.drain(SAVE_DRAIN_S)  # keyframes already handed over belong in the model
-        folder = Path(params.trajectory_dir)
-        try:
-            folder.mkdir(parents=True, exist_ok=True)
-            when = datetime.now().strftime('%Y%m%d-%H%M%S-%f')  # two calls never share one
-            written, empty = save_colmap(maps, [c.name for c in self.cameras], folder, when)
-        except OSError as exc:
-            response.success, response.message = False, f'cannot write to {folder}: {exc}'
-            return response
-        _answer(response, written, empty, 'keyframe images')
-        self.get_logger().info(response.message)
-        return response
-
-    # --- the map topic and diagnostics ---------------------------------------------------
-
-    def _publish_maps(self) -> None:
-        """Send each camera's map every map_period, when it changed since the last one."""
-        maps, params, outputs = self._maps, self.params, self._outputs
-        if maps is None or params is None or not params.outputs.publish_map:
-            return
-        now = time.monotonic()
-        for cam in list(self.cameras):
-            if cam.index >= len(outputs):
-                continue
-            pubs = outputs[cam.index]
-            counters = maps.counters(cam.index)
-            if counters.restarts > self._map_restarts.get(cam.index, 0):
-                self._map_restarts[cam.index] = counters.restarts
-                self.get_logger().info(f'[{cam.name}] the map started over (a new map of the '
-                                       'session): ~/map_points restarts from its keyframes')
-            sent_at, version = pubs.map_sent
-            # the timer runs every map_period; a little early is still this period's turn
-            if counters.version == version or now - sent_at < 0.5 * params.outputs.map_period:
-                continue
-            points, counters = maps.snapshot(cam.index)
-            map_frame, _, _ = self._frames(cam)
-            pubs.map_sent = (now, counters.version)
-            self._send(cam, 'map_points', lambda: pubs.map_points.publish(messages.map_cloud(
-                points.xyz, points.rgb, points.confidence, counters.stamp_ns, map_frame)))
+        """Return (map frame, tracked frame, sensor frame) for one camera (outputs.py)."""
+        return camera_frames(self.params, self.cameras, cam)
 
     # --- diagnostics ---------------------------------------------------------------------
 
@@ -937,56 +577,6 @@ class LingbotNode(LifecycleNode):
         return bool(self._raw('autostart'))
 
 
-def process_age() -> float:
-    """Seconds since this process started (Linux /proc; else since this module loaded)."""
-    try:
-        fields = Path('/proc/self/stat').read_text().rsplit(')', 1)[1].split()
-        started = int(fields[19]) / os.sysconf('SC_CLK_TCK')  # field 22: start, in ticks
-        uptime = float(Path('/proc/uptime').read_text().split()[0])
-        return max(0.0, uptime - started)
-    except (OSError, ValueError, IndexError):
-        return time.monotonic() - PROCESS_T0
-
-
-class Phases:
-    """Where start-up time goes: named phases of configure / activate, in seconds."""
-
-    def __init__(self, before: Optional[float] = None) -> None:
-        self._t = time.monotonic()
-        self.parts: list = [] if before is None else [('process start to node ready', before, {})]
-
-    def mark(self, name: str, inner: Optional[dict] = None) -> None:
-        """Close the phase that just ended; ``inner`` splits it further (seconds by name)."""
-        now = time.monotonic()
-        self.parts.append((name, now - self._t, dict(inner or {})))
-        self._t = now
-
-    def text(self, since_process_start: float) -> str:
-        """
-        Say e.g. '9.8 s from process start to active: parameters 0.00 s, model 7.10 s ...'.
-
-        ``since_process_start`` excludes the time spent waiting in unconfigured for a
-        lifecycle manager (reported on its own as ``waited_unconfigured``).
-        """
-        out = []
-        for name, seconds, inner in self.parts:
-            detail = ', '.join(f'{k} {v:.2f} s' for k, v in inner.items())
-            out.append(f'{name} {seconds:.2f} s' + (f' ({detail})' if detail else ''))
-        return f'{since_process_start:.1f} s from process start to active: ' + '; '.join(out)
-
-
-def _image_callback(on_image: Callable, cam: CameraStream, compressed: bool) -> Callable:
-    """
-    Bind a camera to the image callback; with the sample's MessageInfo where rclpy has it.
-
-    rclpy hands ``MessageInfo`` (publisher GID and sequence number, which count the frames
-    lost before the node) to callbacks that take two arguments; older releases do not.
-    """
-    if hasattr(Subscription, 'CallbackType'):
-        return lambda msg, info: on_image(cam, msg, compressed, info)
-    return lambda msg: on_image(cam, msg, compressed)
-
-
 def _widened(p: Parameter) -> Parameter:
     """Turn a whole number (or a list of them) into floats where floats are declared."""
     spec = SPEC.get(p.name)
@@ -1018,39 +608,6 @@ def _refusal(changed: list) -> str:
     return ''
 
 
-def _trajectory(cam: CameraStream) -> Optional[tuple]:
-    """Return a camera's published (stamps_ns [N], poses [N, 4, 4]), or None before any."""
-    with cam.lock:
-        records = list(cam.trajectory)
-    if not records:
-        return None
-    return (np.array([s for s, _ in records], dtype=np.int64),
-            np.stack([p for _, p in records]))
-
-
-def _now_text() -> str:
-    """Return local time to the millisecond for file names, e.g. 20260101-120000-123."""
-    return datetime.now().strftime('%Y%m%d-%H%M%S-%f')[:-3]
-
-
-def _fresh(base: Path, endings: tuple) -> Path:
-    """Return ``base``, or ``base_2``, ``base_3`` ...: the first no earlier save used."""
-    candidate, n = base, 1
-    while any(candidate.with_name(candidate.name + e).exists() for e in endings):
-        n += 1
-        candidate = base.with_name(f'{base.name}_{n}')
-    return candidate
-
-
-def _answer(response: Any, written: list, empty: list, what: str) -> Any:
-    """Fill a save service's answer: the files written, and the cameras with nothing yet."""
-    response.success = bool(written)
-    parts = (['wrote ' + ', '.join(written)] if written else []) + (
-        [f'no {what} yet for ' + ', '.join(empty)] if empty else [])
-    response.message = '; '.join(parts)
-    return response
-
-
 def _is_ours(exc: BaseException) -> bool:
     """Errors of our own already say what and where in one line."""
     from lingbot_ros.streaming.engine import EngineError
@@ -1073,78 +630,6 @@ def _hardware_id(device: Any) -> str:
         except Exception:  # noqa: BLE001
             return str(device)
     return str(device)
-
-
-def usage() -> argparse.ArgumentParser:
-    """Build the ``lingbot_node --help`` text: how to start it and where the parameters are."""
-    lines = [f'  {s.name} (default {s.default!r}){" [read-only]" if s.read_only else ""}'
-             for s in SPECS]
-    return argparse.ArgumentParser(
-        prog='lingbot_node', formatter_class=argparse.RawDescriptionHelpFormatter,
-        description='LingBot-Map streaming 3D reconstruction as a ROS 2 lifecycle node: '
-                    'camera images in; poses, path, depth, points and /diagnostics out.',
-        epilog='usage with ROS arguments:\n'
-               '  ros2 run lingbot_ros lingbot_node --ros-args --params-file lingbot.yaml '
-               '-r image:=/camera/image_raw\n'
-               '  ros2 launch lingbot_ros lingbot.launch.py image_topic:=/camera/image_raw\n\n'
-               'parameters (config/lingbot.yaml documents each one):\n' + '\n'.join(lines))
-
-
-def main(args: Optional[list] = None) -> int:
-    """Entry point of ``lingbot_node``: spin, auto configure + activate by default."""
-    from rclpy.utilities import remove_ros_args
-    argv = list(sys.argv if args is None else args)
-    try:
-        own = remove_ros_args(argv)[1:]
-        if own:
-            usage().parse_args(own)  # --help prints and exits here; unknown flags too
-        dds_note = use_large_image_profile()  # before rclpy creates the DDS participant
-        # no rclpy signal handlers: they shut the context down under the running worker and
-        # raise KeyboardInterrupt at a second Ctrl-C (inside the cleanup); see shutdown.py
-        rclpy.init(args=argv, signal_handler_options=SignalHandlerOptions.NO)
-    except Exception as exc:  # noqa: BLE001 (a broken parameter file, a bad remap rule)
-        # rcl appends the C source location of the parser ("at /project/src/..."): drop it
-        text = ' '.join(str(exc).split()).split(', at /')[0]
-        print(f'lingbot_node: cannot start: {text}', file=sys.stderr)
-        return 2
-    node = LingbotNode()
-    if dds_note:
-        node.get_logger().info(dds_note)
-    executor = make_executor(ExecutorKind(node._raw('executor')), EXECUTOR_THREADS)
-    executor.add_node(node)
-    if node.autostart:  # from inside the executor, so diagnostics flow during configure
-        starter = None
-
-        def start_once() -> None:
-            starter.cancel()
-            node.autostart_once()
-        starter = node.create_timer(0.0, start_once)  # the lifecycle services' group
-    stop = node.stop
-    handled = stop.install()
-    try:
-        while not stop.requested and rclpy.ok():
-            executor.spin_once(timeout_sec=SPIN_POLL_S)
-    except (KeyboardInterrupt, ExternalShutdownException):
-        stop.request('interrupted')
-    finally:
-        stop.request('the context was shut down')  # publish failures from here: no error
-        _exit(node, executor, stop)
-        if handled:  # stopped: a late SIGINT / SIGTERM must not kill the exiting process
-            stop.ignore_from_now()
-    return node.exit_code
-
-
-def _exit(node: LingbotNode, executor: Any, stop: StopRequest) -> None:
-    """Stop in order: worker and publishers first, then the executor, node and context."""
-    if stop.reason in ('SIGINT', 'SIGTERM'):
-        node.get_logger().info(f'{stop.reason}: stopping (worker, then publishers)')
-    try:
-        node._release(EXIT_WAIT_S)  # the worker ends while the context is still valid
-    except Exception as exc:  # noqa: BLE001 (the process exits either way: say why)
-        node.get_logger().warning(f'cleanup at exit: {type(exc).__name__}: {exc}')
-    executor.shutdown()
-    node.destroy_node()
-    rclpy.try_shutdown()
 
 
 if __name__ == '__main__':

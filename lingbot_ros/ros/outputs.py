@@ -1,0 +1,225 @@
+# Copyright 2026 The lingbot_ros Authors
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+The node's outputs: each camera's publishers and the worker's sink that fills them.
+
+``Outputs`` is the worker's :class:`~lingbot_ros.ros.worker.Sink`: ``publish``,
+``report`` and ``map_restarted`` run on the worker thread (the one thread that publishes
+poses, path, TF, depth and points); ``publish_maps`` runs on the map timer's callback group
+and is the only sender of ``~/map_points``. The lifecycle thread sets ``pubs`` and ``tf``
+on activate and clears them once the worker stopped; no one else writes them.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+import threading
+import time
+from typing import Any, Callable, Optional
+
+from geometry_msgs.msg import PoseStamped
+from lingbot_ros.ros import messages
+from lingbot_ros.ros.map_thread import MapThread
+from lingbot_ros.ros.params import NodeParams
+from lingbot_ros.ros.reasons import Event, Level, Rejection, Topic
+from lingbot_ros.ros.worker import CameraStream
+from lingbot_ros.streaming.result import FrameResult
+from nav_msgs.msg import Odometry, Path as PathMsg
+from rclpy.node import Node
+from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
+from sensor_msgs.msg import CameraInfo, Image, PointCloud2
+from std_msgs.msg import Header
+
+LOG_EVERY_S = 5.0          # throttle for per-camera problem lines
+
+
+class CameraPublishers:
+    """One camera's publishers (created on activate, destroyed once the worker stopped)."""
+
+    def __init__(self, node: Node, prefix: str) -> None:
+        reliable = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE,
+                              history=HistoryPolicy.KEEP_LAST)
+        latest = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE,
+                            history=HistoryPolicy.KEEP_LAST)
+        self.pose = node.create_publisher(PoseStamped, prefix + 'pose', reliable)
+        self.odom = node.create_publisher(Odometry, prefix + 'odom', reliable)
+        self.path = node.create_publisher(PathMsg, prefix + 'path', latest)
+        self.path_sent = -float('inf')  # monotonic time of the last ~/path message
+        self.depth = node.create_publisher(Image, prefix + 'depth', latest)
+        self.points = node.create_publisher(PointCloud2, prefix + 'points', latest)
+        self.camera_info = node.create_publisher(CameraInfo, prefix + 'camera_info', reliable)
+        # the map: the newest one stays for late joiners (RViz started after the node)
+        kept = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE,
+                          history=HistoryPolicy.KEEP_LAST,
+                          durability=DurabilityPolicy.TRANSIENT_LOCAL)
+        self.map_points = node.create_publisher(PointCloud2, prefix + 'map_points', kept)
+        self.map_sent = (-float('inf'), -1)  # (monotonic time, map version) last sent
+
+    def destroy(self, node: Node) -> None:
+        for pub in (self.pose, self.odom, self.path, self.depth, self.points,
+                    self.camera_info, self.map_points):
+            node.destroy_publisher(pub)
+
+
+class Outputs:
+    """The worker's sink: build and publish each result's messages, log problems."""
+
+    def __init__(self, node: Node, params: Callable[[], Optional[NodeParams]],
+                 cameras: Callable[[], list], maps: Callable[[], Optional[MapThread]],
+                 stopping: Callable[[], bool]) -> None:
+        """Read the node's current params, cameras and map thread through the callables."""
+        self._node = node  # its logger, and the factory of the publishers
+        self._params, self._cameras, self._maps = params, cameras, maps
+        self._stopping = stopping  # True once the process stops: publish failures are no error
+        self.pubs: list = []   # CameraPublishers by camera index, while active
+        self.tf: Any = None    # the TransformBroadcaster, while active (None without tf2_ros)
+        self.map_restarts: dict = {}  # camera index -> restarts already logged
+        self._last_log: dict = {}
+        self._log_lock = threading.Lock()
+
+    def _frames(self, cam: CameraStream) -> tuple:
+        return camera_frames(self._params(), self._cameras(), cam)
+
+    def report(self, cam: Optional[CameraStream], topic: Topic, text: str,
+               level: Level) -> None:
+        """Log a per-camera problem at most every LOG_EVERY_S per topic (counted always)."""
+        name = cam.name if cam is not None else 'worker'
+        key = (name, topic)
+        now = time.monotonic()
+        with self._log_lock:
+            if now - self._last_log.get(key, -1e9) < LOG_EVERY_S:
+                return
+            self._last_log[key] = now
+        count = cam.counters.rejected_count(topic) \
+            if cam is not None and isinstance(topic, Rejection) else 0
+        line = f'[{name}] {text}' + (f' ({count} so far)' if count else '')
+        log = self._node.get_logger()
+        (log.error if level == Level.ERROR else log.warning)(line)
+
+    def _send(self, cam: CameraStream, output: str, action: Callable[[], None]) -> None:
+        """Publish one output; a failure loses only it, counted and reported."""
+        try:
+            action()
+        except Exception as exc:  # noqa: BLE001 (a bad message must not cost the others)
+            if self._stopping():
+                return  # the process is stopping: a publisher may already be gone, no error
+            cam.counters.on_publish_failed(output)
+            self.report(cam, Event.PUBLISH_FAILED,
+                        f'{output} not published: {type(exc).__name__}: {exc}', Level.ERROR)
+
+    def publish(self, cam: CameraStream, result: FrameResult) -> None:
+        """Publish everything enabled for one result, stamped with the input's stamp."""
+        params = self._params()
+        outputs = self.pubs
+        if params is None or cam.index >= len(outputs):
+            return
+        out, pubs = params.outputs, outputs[cam.index]
+        map_frame, child, sensor = self._frames(cam)
+        pose = messages.map_pose(result, params.inputs.map_convention)
+        stamp = result.stamp_ns
+        pose_msg = messages.pose_stamped(pose, stamp, map_frame)
+        self._send(cam, 'pose', lambda: pubs.pose.publish(pose_msg))
+        if out.publish_odom:
+            self._send(cam, 'odom', lambda: pubs.odom.publish(
+                messages.odometry(pose, stamp, map_frame, child, cam.previous,
+                                  out.pose_covariance, out.twist_covariance)))
+        if out.publish_path:
+            self._send(cam, 'path', lambda: self._publish_path(cam, pubs, pose_msg, map_frame))
+        if out.publish_tf and self.tf is not None:
+            self._send(cam, 'tf', lambda: self.tf.sendTransform(
+                messages.transform(pose, stamp, map_frame, child)))
+        if out.publish_camera_info:
+            self._send(cam, 'camera_info', lambda: pubs.camera_info.publish(
+                messages.camera_info(result, sensor)))
+        if out.publish_depth and result.depth is not None:
+            self._send(cam, 'depth', lambda: pubs.depth.publish(
+                messages.depth_image(result, sensor)))
+        if out.publish_points and result.depth is not None:
+            self._send(cam, 'points', lambda: pubs.points.publish(messages.point_cloud(
+                result, pose, map_frame, out.points_decimation, out.points_min_confidence,
+                out.points_confidence_percentile)))
+        maps = self._maps()
+        if out.publish_map and result.is_keyframe and result.depth is not None \
+                and maps is not None:
+            maps.submit(cam.index, result, pose)  # merged by the map thread
+        cam.previous = (stamp, pose)
+        with cam.lock:
+            cam.trajectory.append((stamp, pose))
+
+    def map_restarted(self, cam: CameraStream) -> None:
+        """Start the camera's accumulated map over, in order with its queued keyframes."""
+        maps = self._maps()
+        if maps is not None:
+            maps.clear(cam.index)
+
+    def _publish_path(self, cam: CameraStream, pubs: CameraPublishers, pose_msg: PoseStamped,
+                      map_frame: str) -> None:
+        out = self._params().outputs
+        with cam.lock:
+            if cam.path.maxlen != out.path_max_length:
+                cam.path = deque(cam.path, maxlen=out.path_max_length)
+            cam.path.append(pose_msg)
+            poses = list(cam.path)
+        now = time.monotonic()
+        if now - pubs.path_sent >= out.path_period:  # the full path is costly to send
+            pubs.path_sent = now
+            pubs.path.publish(PathMsg(header=Header(stamp=pose_msg.header.stamp,
+                                                    frame_id=map_frame), poses=poses))
+
+    def publish_maps(self) -> None:
+        """Send each camera's map every map_period, when it changed since the last one."""
+        maps, params, outputs = self._maps(), self._params(), self.pubs
+        if maps is None or params is None or not params.outputs.publish_map:
+            return
+        now = time.monotonic()
+        for cam in list(self._cameras()):
+            if cam.index >= len(outputs):
+                continue
+            pubs = outputs[cam.index]
+            counters = maps.counters(cam.index)
+            if counters.restarts > self.map_restarts.get(cam.index, 0):
+                self.map_restarts[cam.index] = counters.restarts
+                self._node.get_logger().info(
+                    f'[{cam.name}] the map started over (a new map of the session): '
+                    '~/map_points restarts from its keyframes')
+            sent_at, version = pubs.map_sent
+            # the timer runs every map_period; a little early is still this period's turn
+            if counters.version == version or now - sent_at < 0.5 * params.outputs.map_period:
+                continue
+            points, counters = maps.snapshot(cam.index)
+            map_frame, _, _ = self._frames(cam)
+            pubs.map_sent = (now, counters.version)
+            self._send(cam, 'map_points', lambda: pubs.map_points.publish(messages.map_cloud(
+                points.xyz, points.rgb, points.confidence, counters.stamp_ns, map_frame)))
+
+
+def camera_frames(params: NodeParams, cameras: list, cam: CameraStream) -> tuple:
+    """
+    Return (map frame, tracked frame, sensor frame) for one camera.
+
+    The tracked frame is the child of odom and TF. By default it is a frame of our
+    own (``<image frame_id>_lingbot``): broadcasting map -> the image's frame itself
+    would give a frame the robot's URDF already parents a second parent. Set
+    ``camera_frame`` to choose it. ``camera_info`` and depth keep the image's frame.
+    """
+    inputs = params.inputs
+    many = len(cameras) > 1
+    map_frame = f'{inputs.map_frame}_{cam.name}' if many else inputs.map_frame
+    sensor = cam.frame_id or f'{cam.name}_optical_frame'
+    if inputs.camera_frame:
+        child = f'{inputs.camera_frame}_{cam.name}' if many else inputs.camera_frame
+    else:
+        child = f'{sensor}_lingbot'
+    return map_frame, child, sensor

@@ -1,0 +1,225 @@
+# Copyright 2026 The lingbot_ros Authors
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+The node's services: ``~/reset``, ``~/save_trajectory``, ``~/save_map``, ``~/save_colmap``.
+
+Created by configure and destroyed by cleanup (the lifecycle thread); the handlers run in
+the node's service callback group, one at a time. They only read what the node owns (its
+params, cameras, worker and map thread); ``~/reset`` hands its work to the worker and
+waits for it on a future, so no executor thread blocks meanwhile.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from pathlib import Path
+import threading
+from typing import Any, Optional, TYPE_CHECKING
+
+from lingbot_ros.ros.map_thread import save_colmap
+from lingbot_ros.ros.worker import CameraStream
+from lingbot_ros.streaming.ply import write_ply
+from lingbot_ros.streaming.trajectory import write_npz, write_tum
+import numpy as np
+from rclpy.callback_groups import CallbackGroup
+from rclpy.task import Future
+from std_srvs.srv import Trigger
+
+if TYPE_CHECKING:
+    from lingbot_ros.ros.node import LingbotNode
+
+RESET_WAIT_S = 60.0        # ~/reset answers 'still waiting' after this long
+SAVE_DRAIN_S = 10.0        # ~/save_map waits this long for queued keyframes to merge
+
+
+class Services:
+    """The four services of a configured node, and their handlers."""
+
+    def __init__(self, node: 'LingbotNode', group: CallbackGroup) -> None:
+        """Register the services in ``group`` (the node's service callback group)."""
+        self._node = node  # read: params, cameras, _worker, _maps, _frames, _steady, executor
+        self._group = group
+        self._handles = [
+            node.create_service(Trigger, '~/reset', self._on_reset, callback_group=group),
+            node.create_service(Trigger, '~/save_trajectory', self._on_save, callback_group=group),
+            node.create_service(Trigger, '~/save_map', self._on_save_map, callback_group=group),
+            node.create_service(Trigger, '~/save_colmap', self._on_save_colmap,
+                                callback_group=group)]
+
+    def destroy(self) -> None:
+        """Take the services down (cleanup, shutdown, error or exit)."""
+        for srv in self._handles:
+            self._node.destroy_service(srv)
+        self._handles = []
+
+    def _logged(self, response: Trigger.Response) -> Trigger.Response:
+        """Log a save service's answer (what was written) and return it."""
+        self._node.get_logger().info(response.message)
+        return response
+
+    async def _on_reset(self, request: Trigger.Request, response: Trigger.Response) -> Any:
+        """
+        Rebuild every session; answered once the worker did it, without blocking a thread.
+
+        The worker serves the reset between two frames. This coroutine waits on a future
+        the worker completes, so the executor goes on running image callbacks and
+        diagnostics meanwhile; after RESET_WAIT_S it answers that the reset is still
+        pending (it then runs before the next frame).
+        """
+        node = self._node
+        worker = node._worker
+        if worker is None:
+            response.success, response.message = False, 'not configured: nothing to reset'
+            return response
+        future = Future(executor=node.executor)
+        future.add_done_callback(lambda _: None)  # a done callback wakes the executor
+        lock = threading.Lock()
+
+        def finish(done: bool) -> None:
+            with lock:
+                if not future.done():
+                    future.set_result(done)
+        timer = node.create_timer(RESET_WAIT_S, lambda: finish(False),
+                                  callback_group=self._group, clock=node._steady)
+        worker.request_reset(on_done=lambda: finish(True))
+        done = await future
+        node.destroy_timer(timer)
+        response.success = bool(done)
+        response.message = (f'reset {len(node.cameras)} session(s): the next frames start a '
+                            'new map' if done else
+                            f'reset still pending after {RESET_WAIT_S:.0f} s (the worker is '
+                            'inside a step); it runs before the next frame')
+        node.get_logger().info(response.message)
+        return response
+
+    def _on_save(self, request: Trigger.Request, response: Trigger.Response) -> Any:
+        node = self._node
+        if node.params is None:
+            response.success, response.message = False, 'not configured: no trajectory'
+            return response
+        folder = Path(node.params.trajectory_dir)
+        written, empty = [], []
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            when = _now_text()
+            for cam in node.cameras:
+                track = _trajectory(cam)
+                if track is None:
+                    empty.append(cam.name)
+                    continue
+                stamps, poses = track
+                base = _fresh(folder / f'{cam.name}_{when}', ('.tum', '.npz'))
+                write_tum(base.with_suffix('.tum'), stamps * 1e-9, poses)
+                map_frame, child, _ = node._frames(cam)
+                write_npz(base.with_suffix('.npz'), {
+                    'stamps_ns': stamps, 'poses': poses,
+                    'map_frame': np.array(map_frame), 'camera_frame': np.array(child),
+                    'map_convention': np.array(node.params.inputs.map_convention)})
+                written += [str(base.with_suffix('.tum')), str(base.with_suffix('.npz'))]
+        except OSError as exc:
+            response.success, response.message = False, f'cannot write to {folder}: {exc}'
+            return response
+        return _answer(response, written, empty, 'poses')
+
+    def _on_save_map(self, request: Trigger.Request, response: Trigger.Response) -> Any:
+        """Write each camera's map (binary PLY) and trajectory (TUM) into trajectory_dir."""
+        node = self._node
+        maps, params = node._maps, node.params
+        if maps is None or params is None:
+            response.success, response.message = False, 'not configured: no map'
+            return response
+        if not params.outputs.publish_map:
+            response.success = False
+            response.message = 'publish_map is false: no map is accumulated (set it true)'
+            return response
+        maps.drain(SAVE_DRAIN_S)  # keyframes already handed over belong in the file
+        folder = Path(params.trajectory_dir)
+        written, empty = [], []
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            when = _now_text()
+            for cam in node.cameras:
+                points, _ = maps.snapshot(cam.index)
+                if points.xyz.shape[0] == 0:
+                    empty.append(cam.name)
+                    continue
+                base = _fresh(folder / f'{cam.name}_{when}', ('.tum', '_map.ply'))
+                ply = base.with_name(base.name + '_map.ply')
+                write_ply(ply, points.xyz, points.rgb, points.confidence)
+                written.append(str(ply))
+                track = _trajectory(cam)
+                if track is not None:
+                    write_tum(base.with_suffix('.tum'), track[0] * 1e-9, track[1])
+                    written.append(str(base.with_suffix('.tum')))
+        except OSError as exc:
+            response.success, response.message = False, f'cannot write to {folder}: {exc}'
+            return response
+        return self._logged(_answer(response, written, empty, 'map points'))
+
+    def _on_save_colmap(self, request: Trigger.Request, response: Trigger.Response) -> Any:
+        """Write each camera's kept keyframes and map as a COLMAP model into trajectory_dir."""
+        node = self._node
+        maps, params = node._maps, node.params
+        refusal = ('not configured: no map' if maps is None or params is None else
+                   'publish_map is false: no map is accumulated (set it true)'
+                   if not params.outputs.publish_map else
+                   'colmap_max_keyframes is 0: no keyframe image is kept (set it > 0 and '
+                   'restart)' if not maps.max_keyframe_images else None)
+        if refusal:
+            response.success, response.message = False, refusal
+            return response
+        maps.drain(SAVE_DRAIN_S)  # keyframes already handed over belong in the model
+        folder = Path(params.trajectory_dir)
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            when = datetime.now().strftime('%Y%m%d-%H%M%S-%f')  # two calls never share one
+            written, empty = save_colmap(maps, [c.name for c in node.cameras], folder, when)
+        except OSError as exc:
+            response.success, response.message = False, f'cannot write to {folder}: {exc}'
+            return response
+        return self._logged(_answer(response, written, empty, 'keyframe images'))
+
+
+def _trajectory(cam: CameraStream) -> Optional[tuple]:
+    """Return a camera's published (stamps_ns [N], poses [N, 4, 4]), or None before any."""
+    with cam.lock:
+        records = list(cam.trajectory)
+    if not records:
+        return None
+    return (np.array([s for s, _ in records], dtype=np.int64),
+            np.stack([p for _, p in records]))
+
+
+def _now_text() -> str:
+    """Return local time to the millisecond for file names, e.g. 20260101-120000-123."""
+    return datetime.now().strftime('%Y%m%d-%H%M%S-%f')[:-3]
+
+
+def _fresh(base: Path, endings: tuple) -> Path:
+    """Return ``base``, or ``base_2``, ``base_3`` ...: the first no earlier save used."""
+    candidate, n = base, 1
+    while any(candidate.with_name(candidate.name + e).exists() for e in endings):
+        n += 1
+        candidate = base.with_name(f'{base.name}_{n}')
+    return candidate
+
+
+def _answer(response: Any, written: list, empty: list, what: str) -> Any:
+    """Fill a save service's answer: the files written, and the cameras with nothing yet."""
+    response.success = bool(written)
+    parts = (['wrote ' + ', '.join(written)] if written else []) + (
+        [f'no {what} yet for ' + ', '.join(empty)] if empty else [])
+    response.message = '; '.join(parts)
+    return response
