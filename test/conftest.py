@@ -37,6 +37,19 @@ def node_executable() -> Path:
     return Path(sys.executable).with_name('lingbot_node')
 
 
+# A child node that runs fast on the CPU and loses nothing a test sends: the tiny model on a
+# 56-pixel grid, reliable input with room for every frame. Tests append their own lines.
+TINY_NODE_YAML = """
+/**:
+  ros__parameters:
+    scale_frames: 2
+    image_size: 56
+    qos_reliability: reliable
+    qos_depth: 50
+    queue_size: 32
+"""
+
+
 def dds_domain(default: int) -> int:
     """
     Return the DDS domain a test file runs its nodes in: ``ROS_DOMAIN_ID`` when set.

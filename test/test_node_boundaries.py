@@ -28,7 +28,8 @@ from pathlib import Path
 import subprocess
 import time
 
-from conftest import dds_env, jpeg_declaring, node_executable, png_bomb, stop_group
+from conftest import (dds_env, jpeg_declaring, node_executable, png_bomb, stop_group,
+                      TINY_NODE_YAML)
 import cv2
 from diagnostic_msgs.msg import DiagnosticArray
 from geometry_msgs.msg import PoseStamped
@@ -45,15 +46,7 @@ from sensor_msgs.msg import CompressedImage
 DOMAIN = 121
 ROOT = Path(__file__).resolve().parents[1]
 NODE = '/robot1/lingbot_node'
-PARAMS = """
-/**:
-  ros__parameters:
-    scale_frames: 2
-    image_size: 56
-    qos_reliability: reliable
-    qos_depth: 50
-    queue_size: 32
-    diagnostics_period: 0.2
+PARAMS = TINY_NODE_YAML + """    diagnostics_period: 0.2
     input_transport: compressed
     autostart: false
 """

@@ -24,7 +24,7 @@ import os
 from pathlib import Path
 import subprocess
 
-from conftest import dds_env, node_executable, stop_group
+from conftest import dds_env, node_executable, stop_group, TINY_NODE_YAML
 from geometry_msgs.msg import PoseStamped
 from lingbot_ros.ros.probe import Probe
 from lingbot_ros.streaming.trajectory import quat_to_matrix
@@ -40,15 +40,7 @@ DOMAIN = 141
 ROOT = Path(__file__).resolve().parents[1]
 NAME = 'lingbot_colmap'
 KEEP = 4
-OVERRIDES = """
-/**:
-  ros__parameters:
-    scale_frames: 2
-    image_size: 56
-    qos_reliability: reliable
-    qos_depth: 50
-    queue_size: 32
-    publish_map: true
+OVERRIDES = TINY_NODE_YAML + """    publish_map: true
     map_period: 0.1
     map_max_points: 300
     colmap_max_keyframes: {keep}

@@ -28,7 +28,7 @@ import signal
 import subprocess
 import time
 
-from conftest import dds_domain, dds_env, node_executable
+from conftest import dds_domain, dds_env, node_executable, TINY_NODE_YAML
 import cv2
 from diagnostic_msgs.msg import DiagnosticArray
 from geometry_msgs.msg import PoseStamped
@@ -52,15 +52,7 @@ DOMAIN = dds_domain(51)
 ROOT = Path(__file__).resolve().parents[1]
 EXE = node_executable()
 RAW, COMP, ENC = 'lingbot_dds', 'lingbot_dds_jpeg', 'lingbot_dds_enc'
-OVERRIDES = """
-/**:
-  ros__parameters:
-    scale_frames: 2
-    image_size: 56
-    qos_reliability: reliable
-    qos_depth: 50
-    queue_size: 32
-    diagnostics_period: 0.3
+OVERRIDES = TINY_NODE_YAML + """    diagnostics_period: 0.3
     stall_error_s: 2.0
     publish_points: true
     publish_depth: true
