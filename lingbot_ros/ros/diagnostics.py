@@ -194,14 +194,14 @@ def node_status(info: NodeInfo, cameras: list, diag: Optional[DiagParams] = None
 
 
 def camera_status(cam: CameraStream, info: NodeInfo, diag: DiagParams,
-                  now: float) -> DiagnosticStatus:
-    """Report one camera's counters, cache statistics, rates and latencies."""
+                  now: float, map_counters: Any = None) -> DiagnosticStatus:
+    """Report one camera's counters, cache statistics, rates and latencies (and its map's)."""
     with cam.counters.lock:  # one consistent picture while the other threads count on
-        return _camera_status(cam, info, diag, now)
+        return _camera_status(cam, info, diag, now, map_counters)
 
 
 def _camera_status(cam: CameraStream, info: NodeInfo, diag: DiagParams,
-                   now: float) -> DiagnosticStatus:
+                   now: float, map_counters: Any) -> DiagnosticStatus:
     c, s = cam.counters, cam.cache_stats
     pool = s.scale_pages + s.live_pages + s.pending_pages
     # a dense (unpaged) cache reserves nothing up front: pool use is not defined there
@@ -233,7 +233,7 @@ def _camera_status(cam: CameraStream, info: NodeInfo, diag: DiagParams,
         level = max(level, WARN)
         problems.append(f'{failed} output(s) failed to publish ('
                         + ', '.join(sorted(c.publish_failures)) + ')')
-    m = cam.map_counters
+    m = map_counters
     if m is not None and m.skipped_keyframes:
         level = max(level, WARN)
         problems.append(f'{m.skipped_keyframes} keyframe(s) not merged into the map (the map '
@@ -292,11 +292,18 @@ def _camera_status(cam: CameraStream, info: NodeInfo, diag: DiagParams,
 
 
 def build(info: NodeInfo, cameras: list, diag: DiagParams, stamp,
-          now: Optional[float] = None, device: Any = None) -> DiagnosticArray:
-    """Assemble the array published on /diagnostics (``device``: the engine's CUDA device)."""
+          now: Optional[float] = None, device: Any = None,
+          maps: Optional[dict] = None) -> DiagnosticArray:
+    """
+    Assemble the array published on /diagnostics.
+
+    ``device``: the engine's CUDA device; ``maps``: camera index -> its accumulated map's
+    counters (read from the map thread and handed in, not stored on the camera).
+    """
     now = time.monotonic() if now is None else now
     msg = DiagnosticArray()
     msg.header.stamp = stamp
     msg.status = [node_status(info, cameras, diag, device)]
-    msg.status += [camera_status(c, info, diag, now) for c in cameras]
+    maps = maps or {}
+    msg.status += [camera_status(c, info, diag, now, maps.get(c.index)) for c in cameras]
     return msg

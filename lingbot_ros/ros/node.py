@@ -563,13 +563,11 @@ class LingbotNode(LifecycleNode):
         if self._converter is not None:
             self.info.converter = self._converter.backend
             self.info.converter_notes = self._converter.notes
-        maps = self._maps
-        for cam in list(self.cameras):
-            cam.map_counters = maps.counters(cam.index) \
-                if maps is not None and params is not None and params.outputs.publish_map \
-                else None
-        msg = diagnostics.build(self.info, list(self.cameras), diag,
-                                self.get_clock().now().to_msg(), device=device)
+        maps, cameras = self._maps, list(self.cameras)
+        counters = {c.index: maps.counters(c.index) for c in cameras} \
+            if maps is not None and params is not None and params.outputs.publish_map else {}
+        msg = diagnostics.build(self.info, cameras, diag, self.get_clock().now().to_msg(),
+                                device=device, maps=counters)
         self._diag_pub.publish(msg)
 
     @property

@@ -138,7 +138,15 @@ class Sink(Protocol):
 
 
 class CameraStream:
-    """One camera: its session, counters, stamp gate and published trajectory."""
+    """
+    One camera: its session, counters, stamp gate and published trajectory.
+
+    Who writes what: configure and activate write the names, topic, window and ``gaps``; the
+    image callback writes the intake side (``input_hw``, the stamp gate, ``gaps``); the worker
+    writes everything else (session, cache stats, map epoch, frame id, track and path, the
+    size votes); ``counters`` take their own lock for the fields both count into, and the
+    services read the track under ``lock``. Diagnostics only read.
+    """
 
     def __init__(self, index: int, name: str, topic: str, session: Any, window: int,
                  trajectory_length: int = 100_000) -> None:
@@ -150,7 +158,6 @@ class CameraStream:
         self.cache_stats = CacheStats()
         self.sliding_window = 0   # configured window frames (0: unknown); stats say what runs
         self.map_epoch: Optional[int] = None   # the session map the published poses are in
-        self.map_counters: Any = None          # the accumulated map's, for diagnostics
         self.input_hw: Optional[tuple] = None  # size of the first frame (callback side)
         self.frame_id = ''
         self.lock = threading.Lock()   # guards trajectory and path (worker vs services)
