@@ -24,10 +24,10 @@ that want a consistent picture hold it too.
 
 from __future__ import annotations
 
-from collections import Counter, deque
+from collections import Counter, deque, OrderedDict
 import threading
 import time
-from typing import Deque, Optional
+from typing import Any, Deque, Mapping, Optional
 
 from lingbot_ros.ros.reasons import Rejection
 import numpy as np
@@ -195,3 +195,51 @@ class CameraCounters:
         since = self.last_stepped if self.last_stepped is not None else self.first_received
         idle = now - since
         return idle if idle > horizon_s else None
+
+
+# Frames a camera sent that the node never took, from the publishers' numbering. A
+# best-effort reader of depth N keeps the newest N samples and overwrites the rest without a
+# trace. DDS numbers every sample a writer sends (1, 2, 3, ...) and rmw hands that number and
+# the writer's GID to the callback (MessageInfo), so a jump from 7 to 10 means two frames were
+# lost before the node, on the wire or in the reader's history; a number that goes back means
+# the writer restarted (nothing lost). Bounded: the newest MAX_WRITERS writers are followed.
+MAX_WRITERS = 16  # writers followed per topic (a camera has one; a restarted driver, a few)
+
+
+class SequenceGaps:
+    """Per-writer last sequence number of one topic; ``observe`` returns frames lost."""
+
+    def __init__(self) -> None:
+        self._last: OrderedDict = OrderedDict()  # writer GID -> last sequence number seen
+
+    def observe(self, info: Optional[Mapping[str, Any]]) -> int:
+        """Count the samples between this one and the writer's previous (0 if unknown)."""
+        if not info:
+            return 0
+        seq = info.get('publication_sequence_number')
+        if not isinstance(seq, int) or seq <= 0:
+            return 0  # this rmw does not number samples
+        writer = _writer_key(info.get('publisher_gid'))
+        last = self._last.pop(writer, None)
+        self._last[writer] = seq
+        while len(self._last) > MAX_WRITERS:
+            self._last.popitem(last=False)
+        if last is None or seq <= last:
+            return 0  # first sample of this writer, or it restarted
+        return seq - last - 1
+
+
+def _writer_key(gid: Any) -> Any:
+    """Return a hashable key for rmw's publisher GID (a dict of bytes, or None)."""
+    if gid is None:
+        return None
+    if isinstance(gid, Mapping):
+        data = gid.get('data', gid)
+        try:
+            return (gid.get('implementation_identifier'), bytes(data))
+        except (TypeError, ValueError):
+            return repr(gid)
+    try:
+        return bytes(gid)
+    except (TypeError, ValueError):
+        return repr(gid)

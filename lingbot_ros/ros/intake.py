@@ -20,24 +20,18 @@ each image is counted, converted, its stamp admitted or refused, and the frame h
 the worker's queue; it never waits on the GPU. ``subscribe`` runs on activate (the
 lifecycle thread).
 
-``SequenceGaps``: frames a camera sent that the node never took, counted from the
-publishers' numbering. A best-effort reader of depth N keeps the newest N samples and
-overwrites the rest without a trace, so a node that falls behind loses frames nobody
-counts. DDS numbers every sample a writer sends (1, 2, 3, ...) and rmw hands that number
-and the writer's GID to the callback (``MessageInfo``), so a jump from 7 to 10 means two
-frames were lost before the node, on the wire or in the reader's history. A number that
-goes back means that writer restarted: a new run, nothing lost. Bounded: the newest
-``MAX_WRITERS`` writers per topic are followed.
+Frames a camera sent that the node never took are counted from the publishers' numbering
+(``counters.SequenceGaps``, fed the ``MessageInfo`` of every sample).
 """
 
 from __future__ import annotations
 
-from collections import OrderedDict
 import time
-from typing import Any, Callable, Mapping, Optional
+from typing import Any, Callable, Optional
 
 from lingbot_ros.ros import messages
 from lingbot_ros.ros.convert import ImageRejected
+from lingbot_ros.ros.counters import MAX_WRITERS, SequenceGaps  # noqa: F401 (re-exported)
 from lingbot_ros.ros.reasons import Level, Rejection
 from lingbot_ros.ros.worker import CameraStream, Frame, StampVerdict
 from rclpy.callback_groups import CallbackGroup
@@ -45,47 +39,6 @@ from rclpy.node import Node
 from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
 from rclpy.subscription import Subscription
 from sensor_msgs.msg import CompressedImage, Image
-
-MAX_WRITERS = 16  # writers followed per topic (a camera has one; a restarted driver, a few)
-
-
-class SequenceGaps:
-    """Per-writer last sequence number of one topic; ``observe`` returns frames lost."""
-
-    def __init__(self) -> None:
-        self._last: OrderedDict = OrderedDict()  # writer GID -> last sequence number seen
-
-    def observe(self, info: Optional[Mapping[str, Any]]) -> int:
-        """Count the samples between this one and the writer's previous (0 if unknown)."""
-        if not info:
-            return 0
-        seq = info.get('publication_sequence_number')
-        if not isinstance(seq, int) or seq <= 0:
-            return 0  # this rmw does not number samples
-        writer = _writer_key(info.get('publisher_gid'))
-        last = self._last.pop(writer, None)
-        self._last[writer] = seq
-        while len(self._last) > MAX_WRITERS:
-            self._last.popitem(last=False)
-        if last is None or seq <= last:
-            return 0  # first sample of this writer, or it restarted
-        return seq - last - 1
-
-
-def _writer_key(gid: Any) -> Any:
-    """Return a hashable key for rmw's publisher GID (a dict of bytes, or None)."""
-    if gid is None:
-        return None
-    if isinstance(gid, Mapping):
-        data = gid.get('data', gid)
-        try:
-            return (gid.get('implementation_identifier'), bytes(data))
-        except (TypeError, ValueError):
-            return repr(gid)
-    try:
-        return bytes(gid)
-    except (TypeError, ValueError):
-        return repr(gid)
 
 
 class Intake:
@@ -124,6 +77,7 @@ class Intake:
                  info: Optional[dict] = None) -> None:
         """Take one image: count, convert, admit its stamp, hand it to the worker's queue."""
         now = time.monotonic()
+        queue = self._queue()  # the activation's queue, for this whole frame
         cam.counters.on_lost(cam.gaps.observe(info))
         cam.counters.on_received(now)
         try:
@@ -142,7 +96,7 @@ class Intake:
             return
         if verdict == StampVerdict.BACKWARD:
             cam.counters.on_stamp_reset()
-            cleared = self._queue().clear(cam.index)
+            cleared = queue.clear(cam.index)
             if cleared:
                 cam.counters.on_dropped(cleared)
             cam.pending_reset.set()
@@ -152,7 +106,7 @@ class Intake:
         if cam.input_hw is None:  # the first frame of this camera: now its size is known
             cam.input_hw = tuple(rgb.shape[:2])
             self._memory_for(cam, cam.input_hw)
-        dropped = self._queue().put(Frame(cam.index, rgb, stamp, now, msg.header.frame_id))
+        dropped = queue.put(Frame(cam.index, rgb, stamp, now, msg.header.frame_id))
         if dropped is not None:
             cam.counters.on_dropped()
 

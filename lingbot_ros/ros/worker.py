@@ -32,7 +32,7 @@ from typing import Any, Callable, Deque, Optional, Protocol
 
 from lingbot_ros.cache.stats import CacheStats
 from lingbot_ros.model.config import ConfigError
-from lingbot_ros.ros.counters import CameraCounters
+from lingbot_ros.ros.counters import CameraCounters, SequenceGaps
 from lingbot_ros.ros.reasons import Event, Level, Rejection, Topic
 from lingbot_ros.streaming.result import FrameResult
 from lingbot_ros.streaming.session import FrameRejected, SizeChanged
@@ -166,7 +166,6 @@ class CameraStream:
         self.previous: Optional[tuple] = None   # (stamp_ns, pose) of the last published
         self.pending_reset = threading.Event()  # set by the callback, served by the worker
         self._last_stamp: Optional[int] = None  # newest admitted stamp (callback side)
-        from lingbot_ros.ros.intake import SequenceGaps  # intake.py imports this module
         self.gaps = SequenceGaps()              # publisher numbering (callback side)
         self._received_at: dict = {}           # stamp -> monotonic receive time
         self._nan_run = 0
