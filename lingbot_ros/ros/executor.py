@@ -124,6 +124,8 @@ class PoolExecutor(Executor):
                 self._ran.pop(handler, None)
             else:
                 self._ran[handler] = time.monotonic()
+                for task in [t for t in self._ran if t.done()]:  # cancelled while waiting
+                    del self._ran[task]
             if error is not None:
                 self._errors.append(error)
         if error is not None:
