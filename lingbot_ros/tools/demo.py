@@ -73,7 +73,7 @@ def parse_args(argv: Optional[list] = None) -> argparse.Namespace:
 
 
 def _accounted(array) -> Optional[tuple]:
-    """Return (frames received, frames processed) once every received frame has an outcome."""
+    """Return (frames sent as the node counts them, processed) once each has an outcome."""
     from lingbot_ros.ros.probe import status_of
     for status in array.status:
         if status.name.endswith(': node'):
@@ -82,9 +82,10 @@ def _accounted(array) -> Optional[tuple]:
         try:
             received, processed = int(v['frames_received']), int(v['frames_processed'])
             settled = processed + int(v['frames_dropped']) + int(v['frames_rejected'])
+            lost = int(v.get('frames_lost_before_node', 0))  # sent, never reached the node
         except (KeyError, ValueError):
             return None
-        return (received, processed) if settled == received else None
+        return (received + lost, processed) if settled == received else None
     return None
 
 
@@ -169,7 +170,7 @@ def main(argv: Optional[list] = None) -> int:
             settled = _accounted(diags[-1]) if diags else None
             if settled is not None and settled[0] >= args.frames and shown >= settled[1] > 0:
                 # Every frame sent is processed, dropped or rejected, and we saw every pose.
-                print(f'{args.frames - shown} frame(s) dropped or rejected by the node (see '
+                print(f'{args.frames - shown} frame(s) lost, dropped or rejected by the node (see '
                       'diagnostics); every frame is accounted for', flush=True)
                 rc = 0
                 break
