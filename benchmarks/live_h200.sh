@@ -4,7 +4,10 @@
 # with rclpy's, 30 Hz, two cameras at 15 Hz. Release structure, bf16, depth + points + map,
 # 640x480 rgb8 from the courthouse images. Run from the repository root after the wheel
 # install line of ../shared/device/README.md; OUT is the folder the results go to.
-# Usage: benchmarks/live_h200.sh [FRAMES_15HZ] [STEPS...]   (steps: prepare 15 rclpy 30 two soak)
+# Usage: benchmarks/live_h200.sh [FRAMES_15HZ] [STEPS...]
+#   steps: dds prepare 15 rclpy 30 two soak restart
+#   restart: a random-weight checkpoint file of the structure (untimed), then the node started
+#   on it twice (start-up by phase in the node's log and the report's first lines)
 set -uo pipefail
 OUT=${OUT:-/tmp/live_out}
 mkdir -p "$OUT/logs"
@@ -38,12 +41,19 @@ for step in $STEPS; do
                echo "prepare $pass: $((SECONDS - t0)) s wall" | tee -a "$OUT/logs/prepare.txt"
              done ;;
     15) run live_15hz $((N / 15 + 90)) --rate 15 --frames "$N" \
-            ${SPY:+--profile-seconds 15 --py-spy "$SPY"} ;;
+            ${SPY:+--profile-seconds 15 --py-spy "$SPY" --profile-mode ${PROFILE_MODE:-gil}} ;;
     rclpy) run live_15hz_rclpy_executor $((N / 30 + 90)) --rate 15 --frames $((N / 2)) \
                --set executor:=rclpy ;;
     30) run live_30hz $((N / 10 + 90)) --rate 30 --frames $((N * 8 / 3)) --block 500 ;;
     two) run live_2cam_15hz $((N / 15 + 90)) --rate 15 --frames "$N" --cameras 2 ;;
     soak) run live_30hz_10k 520 --rate 30 --frames 10000 --block 1000 --warmup 200 ;;
+    restart) CKPT=${CKPT:-/tmp/lingbot_random_$PRESET.safetensors}
+             [[ -f $CKPT ]] || $PY benchmarks/random_checkpoint.py --preset $PRESET --out "$CKPT" \
+                 | tee -a "$OUT/logs/restart.txt"
+             for pass in 1 2; do
+               run restart_$pass 120 --rate 15 --frames 60 --warmup 0 --block 60 \
+                   --set checkpoint:="$CKPT" | head -n 3 | tee -a "$OUT/logs/restart.txt"
+             done ;;
   esac
   tar -czf "$OUT/live_logs.tgz" -C "$OUT" logs  # after every step: a later one may be cut off
 done

@@ -139,11 +139,17 @@ def block_rows(record: CameraRecord, warmup: int, block: int, node_diag: list) -
             'last_msg_ms_p50': _pct(last_ms, 50), 'last_msg_ms_p99': _pct(last_ms, 99),
             'step_ms_p50': _num(d.get('step_ms_p50')), 'step_ms_p99': _num(d.get('step_ms_p99')),
             'model_ms_p50': _num(d.get('model_ms_p50')),
+            'queue_wait_ms_p50': _num(d.get('queue_wait_ms_p50')),
+            'publish_ms_p50': _num(d.get('publish_ms_p50')),
+            'publish_ms_p99': _num(d.get('publish_ms_p99')),
             'node_latency_ms_p50': _num(d.get('latency_ms_p50')),
             'node_latency_ms_p99': _num(d.get('latency_ms_p99')),
             'kv_used_mb': _num(d.get('kv_used_mb')),
             'gpu_memory': n.get('gpu_memory', ''),
         })
+        row = rows[-1]  # the ROS overhead: image stamp to the last message, less the model
+        row['overhead_ms_p50'] = None if row['last_msg_ms_p50'] is None \
+            or row['model_ms_p50'] is None else row['last_msg_ms_p50'] - row['model_ms_p50']
     return rows
 
 
@@ -238,12 +244,19 @@ def _wait_active(counter: Counter, node: subprocess.Popen, timeout: float) -> fl
 
 
 def _profile(args: argparse.Namespace, pid: int, rec: CameraRecord) -> None:
-    """After the warm-up, sample the node with py-spy: the GIL holders, by thread."""
+    """
+    After the warm-up, sample the node with py-spy by thread.
+
+    ``gil``: the GIL holders (PREFIX_gil.txt); ``wall``: every thread at every sample,
+    waiting or not (PREFIX_wall.txt).
+    """
     while len(rec.stamps) < args.warmup:
         time.sleep(0.2)
+    mode = ['--gil'] if args.profile_mode == 'gil' else ['--idle']
     subprocess.run([args.py_spy, 'record', '--pid', str(pid), '--duration',
-                    str(args.profile_seconds), '--threads', '--gil', '--format', 'raw', '-o',
-                    args.out + '_gil.txt'], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                    str(args.profile_seconds), '--threads', *mode, '--format', 'raw', '-o',
+                    f'{args.out}_{args.profile_mode}.txt'],
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     with open(args.out + '_dump.txt', 'w') as fh:
         subprocess.run([args.py_spy, 'dump', '--pid', str(pid)], stdout=fh,
                        stderr=subprocess.STDOUT)
@@ -342,13 +355,15 @@ def text_report(report: dict) -> str:
             f"{_fmt(t['node_processed'], 0)} (poses seen {t['poses_received']}), processed "
             f"rate {_fmt(t['processed_rate_hz'], 2)} Hz")
         out.append('  frames      n  proc  pose p50/p99 ms  last p50/p99 ms  step p50/p99 ms  '
-                   'device memory')
+                   'model  wait  publish p50/p99  last-model  device memory')
         for b in cam['blocks']:
             out.append(f"  {b['first_frame']:>6} {b['frames']:>6} {b['processed']:>5}  "
                        f"{_fmt(b['pose_ms_p50']):>6}/{_fmt(b['pose_ms_p99']):<7}  "
                        f"{_fmt(b['last_msg_ms_p50']):>6}/{_fmt(b['last_msg_ms_p99']):<7}  "
                        f"{_fmt(b['step_ms_p50']):>6}/{_fmt(b['step_ms_p99']):<7}  "
-                       f"{b['gpu_memory']}")
+                       f"{_fmt(b.get('model_ms_p50')):>5} {_fmt(b.get('queue_wait_ms_p50')):>5}  "
+                       f"{_fmt(b.get('publish_ms_p50')):>6}/{_fmt(b.get('publish_ms_p99')):<7}  "
+                       f"{_fmt(b.get('overhead_ms_p50')):>9}  {b['gpu_memory']}")
     return '\n'.join(out)
 
 
@@ -368,8 +383,10 @@ def parse_args(argv: Optional[list] = None) -> argparse.Namespace:
     p.add_argument('--node-log', default='', help="file for the node's output")
     p.add_argument('--out', required=True, help='PREFIX: writes PREFIX.json and PREFIX.txt')
     p.add_argument('--profile-seconds', type=int, default=0,
-                   help='after the warm-up, py-spy the node this long (PREFIX_gil.txt)')
+                   help='after the warm-up, py-spy the node this long (see --profile-mode)')
     p.add_argument('--py-spy', default='py-spy', help='the py-spy executable')
+    p.add_argument('--profile-mode', choices=('gil', 'wall'), default='gil',
+                   help='py-spy: only the GIL holder, or every thread (waiting too)')
     return p.parse_args(argv)
 
 

@@ -80,16 +80,17 @@ class BuildingSink:
         self.model_ms: list = []
         self.done_at: dict = {}
 
-    def publish(self, cam: CameraStream, result) -> None:
+    def publish(self, output) -> None:
+        cam, result = output.camera, output.result
         pose = messages.map_pose(result, 'rep103')
         stamp = result.stamp_ns
         pose_msg = messages.pose_stamped(pose, stamp, 'map')
-        messages.odometry(pose, stamp, 'map', 'soak_lingbot', cam.previous)
-        cam.path.append(pose_msg)
+        messages.odometry(pose, stamp, 'map', 'soak_lingbot', cam.track.previous)
+        cam.track.add(stamp, pose, pose_msg, 2000)
         now = time.monotonic()
         if now - self.path_sent >= self.path_period:
             self.path_sent = now
-            list(cam.path)
+            cam.track.path()
         messages.transform(pose, stamp, 'map', 'soak_lingbot')
         messages.camera_info(result, 'soak_camera')
         if result.depth is not None:
@@ -97,14 +98,18 @@ class BuildingSink:
             messages.point_cloud(result, pose, 'map', 4, 0.0, 50.0)
             if result.is_keyframe:
                 self.maps.submit(cam.index, result, pose)
-        cam.previous = (stamp, pose)
         self.model_ms.append(result.timings_ms.get('model', float('nan')))
+        output.delivered()
 
     def report(self, cam, topic, text, level) -> None:
         print(f'[{level.value}] {topic.value}: {text}', flush=True)
 
     def map_restarted(self, cam) -> None:
+        cam.track.clear()
         self.maps.clear(cam.index)
+
+    def flush(self, timeout: float) -> bool:
+        return True  # sends inline
 
 
 def main() -> None:

@@ -85,14 +85,23 @@ class FakeSession:
 
 
 class Sink:
+    """Sends inline, keeping the track as the node's output thread does."""
+
     def __init__(self):
         self.published, self.reports, self.restarts = [], [], []
 
     def map_restarted(self, cam):
         self.restarts.append(cam.name)
+        cam.track.clear()
 
-    def publish(self, cam, result):
+    def publish(self, output):
+        cam, result = output.camera, output.result
         self.published.append((cam.name, result.stamp_ns))
+        cam.track.add(result.stamp_ns, result.pose_c2w, 'pose', 10)
+        output.delivered(0.5)
+
+    def flush(self, timeout):
+        return True
 
     def report(self, cam, reason, text, level):
         self.reports.append((cam.name if cam is not None else None, reason, level))
@@ -166,10 +175,11 @@ def test_stamp_gate_and_pending_reset():
     assert [cam.admit(s) for s in (5, 6, 6, 7, 3, 4)] == [new, new, dup, new, back, new]
     worker.process(_frame(0, 5))
     worker.process(_frame(0, 6))
+    published = len(cam.track)
     cam.pending_reset.set()
     worker.process(_frame(0, 3))
     assert cam.session.resets == 1 and not cam.pending_reset.is_set()
-    assert cam.previous is None or cam.previous[0] == 3
+    assert published == 2 and cam.track.previous is None and len(cam.track) == 0
 
 
 def test_reset_request_is_served_by_the_running_thread():
@@ -302,10 +312,11 @@ def test_a_failing_publish_loses_only_that_result_and_the_thread_lives_on():
     cams, queue, sink, worker = _rig()
     calls = []
 
-    def broken(cam, result):
-        calls.append(result.stamp_ns)
-        if result.stamp_ns != 20:
-            raise RuntimeError('publisher destroyed')
+    def broken(output):
+        calls.append(output.result.stamp_ns)
+        if output.result.stamp_ns != 20:
+            raise RuntimeError('output thread gone')
+        output.delivered()
 
     def wait_for(predicate):
         deadline = time.monotonic() + 5
@@ -317,10 +328,10 @@ def test_a_failing_publish_loses_only_that_result_and_the_thread_lives_on():
     try:
         queue.put(_frame(0, 10))
         assert wait_for(lambda: cams[0].session.buffer == [10])
-        queue.put(_frame(0, 20))   # publishes 10 and 20: 10 fails, 20 still goes out
-        assert wait_for(lambda: calls == [10, 20] and cams[0].counters.processed == 2)
-        queue.put(_frame(0, 30))   # the thread is still there to run it
-        assert wait_for(lambda: cams[0].counters.processed == 3)
+        queue.put(_frame(0, 20))   # hands over 10 and 20: 10 fails, 20 still goes out
+        assert wait_for(lambda: calls == [10, 20] and cams[0].counters.processed == 1)
+        queue.put(_frame(0, 30))   # the thread is still there to run it (and it fails)
+        assert wait_for(lambda: calls == [10, 20, 30])
         assert worker.alive and calls == [10, 20, 30] and worker.errors == 2
         assert ('c0', Event.PUBLISH_FAILED, Level.ERROR) in sink.reports
     finally:
@@ -332,8 +343,7 @@ def test_a_new_map_from_the_session_clears_path_and_odometry():
     for stamp in (10, 20, 30):
         worker.process(_frame(0, stamp))
     cam = cams[0]
-    cam.previous = (30, np.eye(4))
-    cam.path.append('pose')
+    assert cam.track.previous[0] == 30 and len(cam.track.path()) == 3
     real = cam.session._result
 
     def next_map(stamp):  # as after a failed window re-seed: the session restarts its map
@@ -341,7 +351,8 @@ def test_a_new_map_from_the_session_clears_path_and_odometry():
     cam.session._result = next_map
     worker.process(_frame(0, 40))
     assert ('c0', Event.MAP_RESTART, Level.WARN) in sink.reports
-    assert cam.counters.session_resets == 1 and len(cam.path) == 0
+    assert cam.counters.session_resets == 1
+    assert [s for s, _ in cam.track.records()] == [40] and cam.track.path() == ['pose']
     assert sink.restarts == ['c0']
     worker.process(_frame(0, 50))
     assert cam.counters.session_resets == 1  # same map: nothing more

@@ -15,11 +15,12 @@
 """
 Per-camera counters and bounded windows for rates and latency percentiles.
 
-Written by the subscription callbacks (received, rejected at conversion, dropped) and by
-the worker (processed, rejected by the model, step times, publish failures); read by the
-diagnostics timer. Two threads write some of the same fields (``rejected``, ``dropped``),
-so every write goes through a method that holds :attr:`CameraCounters.lock`, and readers
-that want a consistent picture hold it too.
+Written by the subscription callbacks (received, rejected at conversion, dropped), by
+the worker (rejected by the model, step and queue-wait times) and by the output thread
+(processed, latency, publish times and failures); read by the diagnostics timer. Several
+threads write some of the same fields (``rejected``, ``dropped``), so every write goes
+through a method that holds :attr:`CameraCounters.lock`, and readers that want a
+consistent picture hold it too.
 """
 
 from __future__ import annotations
@@ -102,6 +103,8 @@ class CameraCounters:
         self.step_ms = Window(window)
         self.model_ms = Window(window)
         self.latency_ms = Window(window)
+        self.wait_ms = Window(window)     # frame received -> its step began (the queue)
+        self.publish_ms = Window(window)  # building and sending one frame's messages
         self.outcomes: Deque[bool] = deque(maxlen=max(2, window))  # True: dropped
 
     def resize(self, window: int) -> None:
@@ -110,7 +113,7 @@ class CameraCounters:
 
     def _resize(self, window: int) -> None:
         for meter in (self.input_rate, self.processed_rate, self.step_ms, self.model_ms,
-                      self.latency_ms):
+                      self.latency_ms, self.wait_ms, self.publish_ms):
             meter.resize(window)
         if self.outcomes.maxlen != max(2, window):
             self.outcomes = deque(self.outcomes, maxlen=max(2, window))
@@ -156,14 +159,18 @@ class CameraCounters:
         with self.lock:
             self.buffered = frames
 
-    def on_stepped(self, now: float, step_ms: float) -> None:
+    def on_stepped(self, now: float, step_ms: float, wait_ms: Optional[float] = None) -> None:
         with self.lock:
             self.last_stepped = now
             self.step_ms.add(step_ms)
+            if wait_ms is not None:
+                self.wait_ms.add(wait_ms)
 
     def on_processed(self, now: float, latency_ms: Optional[float],
-                     model_ms: Optional[float]) -> None:
+                     model_ms: Optional[float], publish_ms: Optional[float] = None) -> None:
         with self.lock:
+            if publish_ms is not None:
+                self.publish_ms.add(publish_ms)
             self.processed += 1
             self.last_processed = now
             self.processed_rate.tick(now)

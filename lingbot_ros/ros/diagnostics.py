@@ -279,6 +279,10 @@ def _camera_status(cam: CameraStream, info: NodeInfo, diag: DiagParams,
         ('model_ms_p99', _ms(c.model_ms.percentile(99))),
         ('latency_ms_p50', _ms(c.latency_ms.percentile(50))),
         ('latency_ms_p99', _ms(c.latency_ms.percentile(99))),
+        ('queue_wait_ms_p50', _ms(c.wait_ms.percentile(50))),
+        ('queue_wait_ms_p99', _ms(c.wait_ms.percentile(99))),
+        ('publish_ms_p50', _ms(c.publish_ms.percentile(50))),
+        ('publish_ms_p99', _ms(c.publish_ms.percentile(99))),
         ('backend', info.backend), ('dtype', info.dtype), ('device', info.device),
     ]
     if m is not None:

@@ -444,6 +444,7 @@ class LingbotNode(LifecycleNode):
         # the queue before the subscriptions: a frame arriving in between must not go into
         # the previous, closed queue, where nobody would count it
         self._queue = FrameQueue(len(self.cameras), inputs.queue_size)
+        self._out.start()  # the output thread, before the worker hands it anything
         self._intake.subscribe(self.cameras, inputs, self._image_group, self._subs)
         try:
             self._worker.start(self._queue)
@@ -475,18 +476,24 @@ class LingbotNode(LifecycleNode):
             self.destroy_subscription(sub)
         self._subs = []
         stopped = self._worker is None or self._worker.stop(wait)
+        # the output thread sends what the worker handed over, then ends (a worker still in
+        # a step sends its last results itself, to no publishers, once it leaves it)
+        sent = self._out.stop(wait)
         outputs, self._out.pubs = self._out.pubs, []
-        if stopped:
+        if stopped and sent:
             for out in outputs:
                 out.destroy(self)
         else:
             self._retired.extend(outputs)
-            self.get_logger().warning(f'the worker is still inside a step after {wait:.0f} s; '
-                                      'its publishers go once it has left it')
+            busy = 'worker is still inside a step' if not stopped else \
+                'output thread is still sending'
+            self.get_logger().warning(f'the {busy} after {wait:.0f} s; its publishers go once '
+                                      'it has finished')
         self._out.tf = None
 
     def _destroy_retired(self) -> None:
-        if self._retired and (self._worker is None or not self._worker.alive):
+        if self._retired and (self._worker is None or not self._worker.alive) \
+                and not self._out.sending:
             for out in self._retired:
                 out.destroy(self)
             self._retired = []

@@ -15,16 +15,18 @@
 """
 The node's outputs: each camera's publishers and the worker's sink that fills them.
 
-``Outputs`` is the worker's :class:`~lingbot_ros.ros.worker.Sink`: ``publish``,
-``report`` and ``map_restarted`` run on the worker thread (the one thread that publishes
-poses, path, TF, depth and points); ``publish_maps`` runs on the map timer's callback group
-and is the only sender of ``~/map_points``. The lifecycle thread sets ``pubs`` and ``tf``
-on activate and clears them once the worker stopped; no one else writes them.
+``Outputs`` is the worker's :class:`~lingbot_ros.ros.worker.Sink`. The worker calls
+``publish`` and ``map_restarted``, which hand the work to the output thread
+(:mod:`~lingbot_ros.ros.output_thread`): the one thread that builds and publishes poses,
+path, TF, depth and points, and writes each camera's track, in the order handed over.
+``publish_maps`` runs on the map timer's callback group and is the only sender of
+``~/map_points``. The lifecycle thread sets ``pubs`` and ``tf`` and starts the output
+thread on activate, and stops it and clears them once the worker stopped; no one else
+writes them.
 """
 
 from __future__ import annotations
 
-from collections import deque
 import threading
 import time
 from typing import Any, Callable, Optional
@@ -32,9 +34,10 @@ from typing import Any, Callable, Optional
 from geometry_msgs.msg import PoseStamped
 from lingbot_ros.ros import messages
 from lingbot_ros.ros.map_thread import MapThread
+from lingbot_ros.ros.output_thread import OutputThread
 from lingbot_ros.ros.params import NodeParams
 from lingbot_ros.ros.reasons import Event, Level, Rejection, Topic
-from lingbot_ros.ros.worker import CameraStream
+from lingbot_ros.ros.worker import CameraStream, Output
 from lingbot_ros.streaming.result import FrameResult
 from nav_msgs.msg import Odometry, Path as PathMsg
 from rclpy.node import Node
@@ -88,6 +91,31 @@ class Outputs:
         self.map_restarts: dict = {}  # camera index -> restarts already logged
         self._last_log: dict = {}
         self._log_lock = threading.Lock()
+        self.errors = 0  # exceptions of output jobs (each reported)
+        self._thread = OutputThread(self._job_failed)
+
+    # --- the output thread (lifecycle thread starts and stops it) ------------------------
+
+    def start(self) -> None:
+        """Start sending on the output thread (activate, after the publishers exist)."""
+        self._thread.start()
+
+    def stop(self, timeout: float) -> bool:
+        """Send what was handed over, then end the thread; False if it did not end in time."""
+        return self._thread.stop(timeout)
+
+    def flush(self, timeout: float) -> bool:
+        """Wait until everything handed over so far is sent (the worker, after a reset)."""
+        return self._thread.flush(timeout)
+
+    @property
+    def sending(self) -> bool:
+        return self._thread.alive
+
+    def _job_failed(self, exc: BaseException) -> None:
+        self.errors += 1
+        self.report(None, Event.PUBLISH_FAILED,
+                    f'output: {type(exc).__name__}: {exc}', Level.ERROR)
 
     def _frames(self, cam: CameraStream) -> tuple:
         return camera_frames(self._params(), self._cameras(), cam)
@@ -119,7 +147,32 @@ class Outputs:
             self.report(cam, Event.PUBLISH_FAILED,
                         f'{output} not published: {type(exc).__name__}: {exc}', Level.ERROR)
 
-    def publish(self, cam: CameraStream, result: FrameResult) -> None:
+    # --- the worker's sink ---------------------------------------------------------------
+
+    def publish(self, output: Output) -> None:
+        """Hand one result to the output thread (it is counted as processed once sent)."""
+        self._thread.submit(lambda: self._send_frame(output))
+
+    def map_restarted(self, cam: CameraStream) -> None:
+        """Start the camera's track and map over, after the old map's results are sent."""
+        self._thread.submit(lambda: self._restart(cam))
+
+    # --- on the output thread ------------------------------------------------------------
+
+    def _restart(self, cam: CameraStream) -> None:
+        cam.track.clear()  # the old poses live in the old map
+        maps = self._maps()
+        if maps is not None:
+            maps.clear(cam.index)  # in order with the keyframes queued before
+
+    def _send_frame(self, output: Output) -> None:
+        t0 = time.monotonic()
+        try:
+            self._send_result(output.camera, output.result)
+        finally:
+            output.delivered((time.monotonic() - t0) * 1e3)
+
+    def _send_result(self, cam: CameraStream, result: FrameResult) -> None:
         """Publish everything enabled for one result, stamped with the input's stamp."""
         params = self._params()
         outputs = self.pubs
@@ -133,8 +186,10 @@ class Outputs:
         self._send(cam, 'pose', lambda: pubs.pose.publish(pose_msg))
         if out.publish_odom:
             self._send(cam, 'odom', lambda: pubs.odom.publish(
-                messages.odometry(pose, stamp, map_frame, child, cam.previous,
+                messages.odometry(pose, stamp, map_frame, child, cam.track.previous,
                                   out.pose_covariance, out.twist_covariance)))
+        cam.track.add(stamp, pose, pose_msg if out.publish_path else None,
+                      out.path_max_length)
         if out.publish_path:
             self._send(cam, 'path', lambda: self._publish_path(cam, pubs, pose_msg, map_frame))
         if out.publish_tf and self.tf is not None:
@@ -154,29 +209,15 @@ class Outputs:
         if out.publish_map and result.is_keyframe and result.depth is not None \
                 and maps is not None:
             maps.submit(cam.index, result, pose)  # merged by the map thread
-        cam.previous = (stamp, pose)
-        with cam.lock:
-            cam.trajectory.append((stamp, pose))
-
-    def map_restarted(self, cam: CameraStream) -> None:
-        """Start the camera's accumulated map over, in order with its queued keyframes."""
-        maps = self._maps()
-        if maps is not None:
-            maps.clear(cam.index)
 
     def _publish_path(self, cam: CameraStream, pubs: CameraPublishers, pose_msg: PoseStamped,
                       map_frame: str) -> None:
-        out = self._params().outputs
-        with cam.lock:
-            if cam.path.maxlen != out.path_max_length:
-                cam.path = deque(cam.path, maxlen=out.path_max_length)
-            cam.path.append(pose_msg)
-            poses = list(cam.path)
         now = time.monotonic()
-        if now - pubs.path_sent >= out.path_period:  # the full path is costly to send
+        if now - pubs.path_sent >= self._params().outputs.path_period:  # costly to send
             pubs.path_sent = now
             pubs.path.publish(PathMsg(header=Header(stamp=pose_msg.header.stamp,
-                                                    frame_id=map_frame), poses=poses))
+                                                    frame_id=map_frame),
+                                      poses=cam.track.path()))
 
     def publish_maps(self) -> None:
         """Send each camera's map every map_period, when it changed since the last one."""

@@ -194,8 +194,7 @@ class Services:
 
 def _trajectory(cam: CameraStream) -> Optional[tuple]:
     """Return a camera's published (stamps_ns [N], poses [N, 4, 4]), or None before any."""
-    with cam.lock:
-        records = list(cam.trajectory)
+    records = cam.track.records()
     if not records:
         return None
     return (np.array([s for s, _ in records], dtype=np.int64),

@@ -18,7 +18,7 @@ The one thread that owns the model: bounded newest-wins queues in, results out.
 Subscription callbacks only convert and :meth:`FrameQueue.put`; everything that
 touches a session (step, reset, config update) happens here, so the ROS executor
 never waits on the GPU. Nothing in this module imports rclpy: the node hands in a
-:class:`Sink` that publishes and logs.
+:class:`Sink` that publishes (on its own output thread) and logs.
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ from lingbot_ros.cache.stats import CacheStats
 from lingbot_ros.model.config import ConfigError
 from lingbot_ros.ros.counters import CameraCounters, SequenceGaps
 from lingbot_ros.ros.reasons import Event, Level, Rejection, Topic
+from lingbot_ros.ros.track import Track, TRAJECTORY_LENGTH
 from lingbot_ros.streaming.result import FrameResult
 from lingbot_ros.streaming.session import FrameRejected, SizeChanged
 import numpy as np
@@ -47,6 +48,7 @@ NAN_RESET_AFTER = 3  # consecutive non-finite outputs before the session is rebu
 # Consecutive frames of one new size that mean the camera changed resolution for good (a
 # driver restarted with other settings): then a new session; fewer are odd frames, rejected.
 RESIZE_AFTER = 3
+RESET_FLUSH_S = 10.0  # a reset waits this long at most for the old map's messages to go out
 
 
 class StampVerdict(Enum):
@@ -126,30 +128,53 @@ class FrameQueue:
             self._cond.notify_all()
 
 
-class Sink(Protocol):
-    """What the worker needs: publishing, (throttled) logging, and word of a new map."""
+@dataclass(frozen=True)
+class Output:
+    """One finished result handed to the sink, with what counting its delivery needs."""
 
-    def publish(self, camera: 'CameraStream', result: FrameResult) -> None: ...
+    camera: 'CameraStream'
+    result: FrameResult
+    received: Optional[float]  # monotonic receive time of its frame (None: unknown)
+
+    def delivered(self, publish_ms: Optional[float] = None) -> None:
+        """Count the frame as processed; the sink calls it once the frame's messages are out."""
+        done = time.monotonic()
+        latency = None if self.received is None else (done - self.received) * 1e3
+        self.camera.counters.on_processed(done, latency, self.result.timings_ms.get('model'),
+                                          publish_ms)
+
+
+class Sink(Protocol):
+    """
+    What the worker needs: publishing, (throttled) logging, and word of a new map.
+
+    ``publish`` and ``map_restarted`` may return before the work is done (the node's sink
+    sends on its own thread, in the order handed over); ``flush`` waits for all of it.
+    """
+
+    def publish(self, output: Output) -> None: ...
 
     def report(self, camera: Optional['CameraStream'], topic: Topic, text: str,
                level: Level) -> None: ...
 
     def map_restarted(self, camera: 'CameraStream') -> None: ...
 
+    def flush(self, timeout: float) -> bool: ...
+
 
 class CameraStream:
     """
-    One camera: its session, counters, stamp gate and published trajectory.
+    One camera: its session, counters, stamp gate and published track.
 
     Who writes what: configure and activate write the names, topic, window and ``gaps``; the
     image callback writes the intake side (``input_hw``, the stamp gate, ``gaps``); the worker
-    writes everything else (session, cache stats, map epoch, frame id, track and path, the
-    size votes); ``counters`` take their own lock for the fields both count into, and the
-    services read the track under ``lock``. Diagnostics only read.
+    writes the session side (session, cache stats, map epoch, frame id, the size votes); the
+    output thread writes ``track``, whose lock the services read it under; ``counters`` take
+    their own lock for the fields several threads count into. Diagnostics only read.
     """
 
     def __init__(self, index: int, name: str, topic: str, session: Any, window: int,
-                 trajectory_length: int = 100_000) -> None:
+                 trajectory_length: int = TRAJECTORY_LENGTH) -> None:
         self.index = index
         self.name = name
         self.topic = topic
@@ -160,10 +185,7 @@ class CameraStream:
         self.map_epoch: Optional[int] = None   # the session map the published poses are in
         self.input_hw: Optional[tuple] = None  # size of the first frame (callback side)
         self.frame_id = ''
-        self.lock = threading.Lock()   # guards trajectory and path (worker vs services)
-        self.trajectory: Deque[tuple] = deque(maxlen=trajectory_length)
-        self.path: Deque = deque()              # published path poses (worker thread)
-        self.previous: Optional[tuple] = None   # (stamp_ns, pose) of the last published
+        self.track = Track(trajectory_length)  # published poses (output thread)
         self.pending_reset = threading.Event()  # set by the callback, served by the worker
         self._last_stamp: Optional[int] = None  # newest admitted stamp (callback side)
         self.gaps = SequenceGaps()              # publisher numbering (callback side)
@@ -194,17 +216,18 @@ class CameraStream:
         self._new_size, self._new_size_run = None, 0
 
     def forget(self) -> None:
-        """Clear what belongs to the old map (worker thread, after a session reset)."""
-        with self.lock:
-            self.previous = None
-            self.trajectory.clear()  # the old poses live in the old map
-            self.path = deque(maxlen=self.path.maxlen)
-            self._received_at.clear()
-            self._nan_run = 0
-            self.map_epoch = None
-            self.cache_stats = CacheStats()
-            self.size_accepted()
-            self.counters.set_buffered(0)
+        """
+        Clear the session side's memory of the old map (worker thread, after a reset).
+
+        The track is the output thread's: the sink's ``map_restarted``, handed over after
+        the old map's last results, clears it in order.
+        """
+        self._received_at.clear()
+        self._nan_run = 0
+        self.map_epoch = None
+        self.cache_stats = CacheStats()
+        self.size_accepted()
+        self.counters.set_buffered(0)
 
 
 class Worker:
@@ -318,6 +341,7 @@ class Worker:
                 cam.counters.on_dropped(cleared)
             self._reset(cam)
             cam.pending_reset.clear()
+        self.sink.flush(RESET_FLUSH_S)  # the old map's last messages out, its track cleared
         for finished in waiting:
             finished()
 
@@ -342,6 +366,7 @@ class Worker:
         cam.frame_id = frame.frame_id or cam.frame_id
         cam._received_at[frame.stamp_ns] = frame.received
         t0 = time.monotonic()
+        waited_ms = (t0 - frame.received) * 1e3 if frame.received else None
         try:
             results = self._step(cam, frame)
         except OutOfMemoryError as exc:
@@ -363,29 +388,26 @@ class Worker:
             self._reject(cam, Rejection.ERROR, f'{type(exc).__name__}: {exc}', Level.ERROR)
             return
         now = time.monotonic()
-        cam.counters.on_stepped(now, (now - t0) * 1e3)
+        cam.counters.on_stepped(now, (now - t0) * 1e3, waited_ms)
         cam.counters.set_buffered(0 if results else cam.counters.buffered + 1)
         if results:
             self._follow_map(cam, results[0].map_epoch)
-        cam.cache_stats = cam.session.stats()
         for result in results:
             received = cam._received_at.pop(result.stamp_ns, None)
             if not _finite(result):
                 if self._non_finite(cam, f'non-finite pose for stamp {result.stamp_ns}; '
                                          'not published'):
-                    return
+                    break  # the session was reset: the rest belong to the old one
                 continue
             cam._nan_run = 0
             try:
-                self.sink.publish(cam, result)
+                self.sink.publish(Output(cam, result, received))
             except Exception as exc:  # noqa: BLE001 (one result lost, not the step's rest)
                 self.errors += 1
                 self.sink.report(cam, Event.PUBLISH_FAILED,
                                  f'publishing stamp {result.stamp_ns} failed: '
                                  f'{type(exc).__name__}: {exc}', Level.ERROR)
-            done = time.monotonic()
-            latency = None if received is None else (done - received) * 1e3
-            cam.counters.on_processed(done, latency, result.timings_ms.get('model'))
+        cam.cache_stats = cam.session.stats()  # after the hand-over: the pose goes out first
         if len(cam._received_at) > 4 * max(1, getattr(cam.session.config, 'scale_frames', 8)):
             cam._received_at.clear()  # stamps the session never returned; keep it bounded
 
