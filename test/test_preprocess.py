@@ -66,10 +66,14 @@ def test_array_path_matches_file_path(case, method, expected):
         assert plan.model_hw == want.shape[1:]
 
 
+DEVICES = ['cpu'] + (['cuda'] if torch.cuda.is_available() else [])
+
+
+@pytest.mark.parametrize('device', DEVICES)
 @pytest.mark.parametrize('hw,size', [((48, 64), 56), ((1080, 1920), 518), ((300, 97), 70),
                                      ((5, 31), 84), ((77, 140), 140), ((41, 83), 42),
-                                     ((400, 60), 28)])
-def test_torch_resampler_equals_pillow(hw, size):
+                                     ((400, 60), 28), ((480, 640), 518)])
+def test_torch_resampler_equals_pillow(hw, size, device):
     rng = np.random.default_rng(hw[0] * 1000 + hw[1])
     rgb = rng.integers(0, 256, hw + (3,), dtype=np.uint8)
     rgb[: hw[0] // 2] = rng.integers(0, 2, (hw[0] // 2, hw[1], 1)) * 255  # hard edges: clipping
@@ -77,8 +81,8 @@ def test_torch_resampler_equals_pillow(hw, size):
     ref = np.asarray(Image.fromarray(rgb).resize(plan.resized_hw[::-1], Image.BICUBIC))
     top = plan.offset_xy[1]
     ref = ref[top:top + plan.model_hw[0]].transpose(2, 0, 1)
-    frame, _ = pp.preprocess_frame(rgb, 'cpu', size, method='torch')
-    np.testing.assert_array_equal(_as_uint8(frame), ref)
+    frame, _ = pp.preprocess_frame(rgb, device, size, method='torch')  # float64 products
+    np.testing.assert_array_equal(_as_uint8(frame.cpu()), ref)
 
 
 def test_grey_and_tensor_frames():

@@ -164,14 +164,24 @@ def resolve_checkpoint(spec: str) -> ResolvedCheckpoint:
 
     A local path is used as given. Raises :class:`HubError` with a one-line reason.
     """
+    path = locate_checkpoint(spec)
+    return ResolvedCheckpoint(spec=spec, path=path, sha256=checkpoint_digest(spec, path))
+
+
+def locate_checkpoint(spec: str) -> Path:
+    """Return the local file of ``spec`` (downloading an ``hf://`` one on first use)."""
     if is_hub_spec(spec):
-        path = _from_hub(parse_hub_spec(spec), spec)
-    else:
-        path = Path(spec)
-        if not path.is_file():
-            raise HubError(f'checkpoint {spec}: no such file')
+        return _from_hub(parse_hub_spec(spec), spec)
+    path = Path(spec)
+    if not path.is_file():
+        raise HubError(f'checkpoint {spec}: no such file')
+    return path
+
+
+def checkpoint_digest(spec: str, path: Path) -> str:
+    """Return the file's SHA-256; :class:`HubError` when it cannot be read."""
     try:
-        return ResolvedCheckpoint(spec=spec, path=path, sha256=sha256_file(path))
+        return sha256_file(path)
     except OSError as exc:
         raise HubError(f'checkpoint {spec}: cannot read {path}: {exc}') from exc
 

@@ -23,6 +23,7 @@ at the first camera pose, otherwise it is the first camera's optical frame.
 
 from __future__ import annotations
 
+import array
 from typing import Optional, Sequence
 
 from builtin_interfaces.msg import Time
@@ -79,15 +80,17 @@ def covariance(diagonal: Sequence[float]) -> list:
 def odometry(matrix: np.ndarray, stamp: int, frame: str, child: str,
              previous: Optional[tuple[int, np.ndarray]] = None,
              pose_covariance: Sequence[float] = (0.0,) * 6,
-             twist_covariance: Sequence[float] = (0.0,) * 6) -> Odometry:
+             twist_covariance: Sequence[float] = (0.0,) * 6,
+             pose: Optional[Pose] = None) -> Odometry:
     """
     Build Odometry; twist (in the child frame) by finite difference when known.
 
     The covariances are the stated diagonals (the model gives none): an all-zero one would
-    tell a filter the pose is exact.
+    tell a filter the pose is exact. ``pose``: ``matrix`` already as a Pose message (the
+    pose_stamped's), to convert the rotation once per frame.
     """
     msg = Odometry(header=Header(stamp=stamp_msg(stamp), frame_id=frame), child_frame_id=child)
-    msg.pose.pose = _pose(matrix)
+    msg.pose.pose = _pose(matrix) if pose is None else pose
     msg.pose.covariance = covariance(pose_covariance)
     msg.twist.covariance = covariance(twist_covariance)
     if previous is not None and stamp > previous[0]:
@@ -105,11 +108,12 @@ def odometry(matrix: np.ndarray, stamp: int, frame: str, child: str,
     return msg
 
 
-def transform(matrix: np.ndarray, stamp: int, frame: str, child: str) -> TransformStamped:
-    """Build the map -> camera TransformStamped (for tf2_ros)."""
+def transform(matrix: np.ndarray, stamp: int, frame: str, child: str,
+              pose: Optional[Pose] = None) -> TransformStamped:
+    """Build the map -> camera TransformStamped (for tf2_ros); ``pose`` as for odometry."""
     msg = TransformStamped(header=Header(stamp=stamp_msg(stamp), frame_id=frame),
                            child_frame_id=child)
-    pose = _pose(matrix)
+    pose = _pose(matrix) if pose is None else pose
     tr = msg.transform
     tr.translation.x, tr.translation.y, tr.translation.z = (
         pose.position.x, pose.position.y, pose.position.z)
@@ -132,9 +136,9 @@ def camera_info(result: FrameResult, frame: str) -> CameraInfo:
     return msg
 
 
-def depth_on_input(result: FrameResult) -> np.ndarray:
+def depth_on_input(result: FrameResult, out: Optional[np.ndarray] = None) -> np.ndarray:
     """
-    Resample the model-grid depth onto the input image's pixels.
+    Resample the model-grid depth onto the input image's pixels (into ``out`` if given).
 
     So ``~/depth`` and ``~/camera_info`` describe the same pixels (what depth_image_proc
     and RViz expect). Nearest neighbour: no depth is invented across edges. Pixels the
@@ -148,7 +152,7 @@ def depth_on_input(result: FrameResult) -> np.ndarray:
     to_model = np.array([[sx, 0.0, 0.5 * sx - 0.5 - ox], [0.0, sy, 0.5 * sy - 0.5 - oy]])
     h, w = result.input_hw
     return cv2.warpAffine(np.asarray(result.depth, dtype=np.float32), to_model, (int(w), int(h)),
-                          flags=cv2.INTER_NEAREST | cv2.WARP_INVERSE_MAP,
+                          dst=out, flags=cv2.INTER_NEAREST | cv2.WARP_INVERSE_MAP,
                           borderMode=cv2.BORDER_CONSTANT, borderValue=float('nan'))
 
 
@@ -156,13 +160,19 @@ def depth_image(result: FrameResult, frame: str) -> Optional[Image]:
     """Build a 32FC1 depth (model units) registered to ``camera_info``; None without depth."""
     if result.depth is None:
         return None
-    depth = np.ascontiguousarray(depth_on_input(result))
-    h, w = depth.shape
+    h, w = (int(v) for v in result.input_hw)
+    data = _zeros(h * w * 4)  # the message's own buffer: the resampler writes straight in
+    depth_on_input(result, out=np.frombuffer(data, dtype=np.float32).reshape(h, w))
     msg = Image(header=Header(stamp=stamp_msg(result.stamp_ns), frame_id=frame), height=h,
                 width=w, encoding='32FC1', is_bigendian=int(not np.little_endian),
                 step=w * 4)
-    msg.data = depth.tobytes()
+    msg.data = data
     return msg
+
+
+def _zeros(nbytes: int) -> array.array:
+    """Return a zeroed ``uint8[]`` buffer of the array type rosidl stores data in."""
+    return array.array('B', bytes(1)) * nbytes
 
 
 _POINT_FIELDS = [PointField(name='x', offset=0, datatype=PointField.FLOAT32, count=1),
@@ -182,8 +192,9 @@ def point_cloud(result: FrameResult, pose_map: np.ndarray, frame: str, decimatio
     if result.confidence is not None:
         conf = np.asarray(result.confidence, dtype=np.float32)[::step, ::step]
         cut = min_confidence
-        if percentile > 0 and conf[keep].size:
-            cut = max(cut, float(np.percentile(conf[keep], percentile)))
+        kept = conf[keep]
+        if percentile > 0 and kept.size:
+            cut = max(cut, float(np.percentile(kept, percentile)))
         keep &= conf >= cut
     k = np.asarray(result.intrinsics_model, dtype=np.float64)
     v, u = np.nonzero(keep)
@@ -199,8 +210,20 @@ def point_cloud(result: FrameResult, pose_map: np.ndarray, frame: str, decimatio
     msg = PointCloud2(header=Header(stamp=stamp_msg(result.stamp_ns), frame_id=frame),
                       height=1, width=len(z), fields=_POINT_FIELDS, is_bigendian=False,
                       point_step=16, row_step=16 * len(z), is_dense=True)
-    msg.data = rec.tobytes()
+    msg.data = _bytes(rec)
     return msg
+
+
+def _bytes(arr: np.ndarray) -> array.array:
+    """
+    Return a message's ``uint8[]`` data: one copy into the array type rosidl stores.
+
+    Handing ``bytes`` costs a second copy and, where rosidl checks fields (older distros
+    always, newer ones with ROS_PYTHON_CHECK_FIELDS=1), a Python-level check of every byte.
+    """
+    out = array.array('B')
+    out.frombytes(memoryview(np.ascontiguousarray(arr)).cast('B'))
+    return out
 
 
 _MAP_FIELDS = _POINT_FIELDS + [PointField(name='confidence', offset=16,
@@ -222,5 +245,5 @@ def map_cloud(xyz: np.ndarray, rgb: np.ndarray, confidence: np.ndarray, stamp: i
                       width=n, fields=_MAP_FIELDS, is_bigendian=False,
                       point_step=_MAP_DTYPE.itemsize, row_step=_MAP_DTYPE.itemsize * n,
                       is_dense=True)
-    msg.data = rec.tobytes()
+    msg.data = _bytes(rec)
     return msg

@@ -187,14 +187,15 @@ class Outputs:
         if out.publish_odom:
             self._send(cam, 'odom', lambda: pubs.odom.publish(
                 messages.odometry(pose, stamp, map_frame, child, cam.track.previous,
-                                  out.pose_covariance, out.twist_covariance)))
+                                  out.pose_covariance, out.twist_covariance,
+                                  pose=pose_msg.pose)))
         cam.track.add(stamp, pose, pose_msg if out.publish_path else None,
                       out.path_max_length)
         if out.publish_path:
             self._send(cam, 'path', lambda: self._publish_path(cam, pubs, pose_msg, map_frame))
         if out.publish_tf and self.tf is not None:
             self._send(cam, 'tf', lambda: self.tf.sendTransform(
-                messages.transform(pose, stamp, map_frame, child)))
+                messages.transform(pose, stamp, map_frame, child, pose=pose_msg.pose)))
         if out.publish_camera_info:
             self._send(cam, 'camera_info', lambda: pubs.camera_info.publish(
                 messages.camera_info(result, sensor)))

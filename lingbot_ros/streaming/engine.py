@@ -24,12 +24,14 @@ loaded).
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 import time
 from typing import Any, Callable, Optional
 
 from lingbot_ros.model.config import ConfigError, ModelConfig
-from lingbot_ros.model.hub import HubError, resolve_checkpoint, ResolvedCheckpoint
+from lingbot_ros.model.hub import (checkpoint_digest, HubError, locate_checkpoint,
+                                   ResolvedCheckpoint)
 from lingbot_ros.streaming.caches import CacheFactory, paged_cache_factory
 from lingbot_ros.streaming.config import (EngineConfig, KvCacheDtype, StreamConfig,
                                           WeightsDtype)
@@ -225,20 +227,29 @@ class Engine:
         backend, backend_reason = _resolve_backend(cfg.attention_backend, device, dtype,
                                                    model_cfg, kv_dtype, progress)
         phases['attention kernels'], t = time.monotonic() - t, time.monotonic()
-        resolved = None
+        path = None
         if cfg.checkpoint is not None:
             try:
-                resolved = resolve_checkpoint(cfg.checkpoint)
+                path = locate_checkpoint(cfg.checkpoint)
             except HubError as exc:
                 raise EngineError(str(exc)) from exc
-        try:
-            model = load_model(model_cfg, None if resolved is None else resolved.path,
-                               device=device, dtype=torch.float32,
-                               seed=cfg.seed,
-                               autocast_dtype=None if dtype == torch.float32 else dtype,
-                               head_dtype=head_storage_dtype(cfg))
-        except CheckpointError as exc:
-            raise EngineError(str(exc)) from exc
+        # the file's digest beside the weight load: hashlib lets go of the GIL, and hashing
+        # a 4.3 GB checkpoint alone took as long as reading it
+        with ThreadPoolExecutor(1, thread_name_prefix='lingbot-sha256') as pool:
+            digest = None if path is None else \
+                pool.submit(checkpoint_digest, cfg.checkpoint, path)
+            try:
+                model = load_model(model_cfg, path, device=device, dtype=torch.float32,
+                                   seed=cfg.seed,
+                                   autocast_dtype=None if dtype == torch.float32 else dtype,
+                                   head_dtype=head_storage_dtype(cfg))
+            except CheckpointError as exc:
+                raise EngineError(str(exc)) from exc
+            try:
+                resolved = None if digest is None else \
+                    ResolvedCheckpoint(spec=cfg.checkpoint, path=path, sha256=digest.result())
+            except HubError as exc:
+                raise EngineError(str(exc)) from exc
         phases['checkpoint and weights'] = time.monotonic() - t
         if cfg.depth_chunk_frames:
             model.depth_head.chunk = cfg.depth_chunk_frames

@@ -247,8 +247,7 @@ def load_video(path: PathLike, fps: float = 10.0, image_size: int = 518,
 # --- live frames ----------------------------------------------------------------------
 
 
-@functools.lru_cache(maxsize=32)
-def _taps(in_size: int, out_size: int, device: str) -> Tuple[torch.Tensor, torch.Tensor]:
+def _taps(in_size: int, out_size: int) -> Tuple[np.ndarray, np.ndarray]:
     """
     Pillow's bicubic taps for one axis: source indices and fixed-point weights.
 
@@ -275,8 +274,24 @@ def _taps(in_size: int, out_size: int, device: str) -> Tuple[torch.Tensor, torch
     w = np.where(total[:, None] != 0.0, w / np.where(total == 0.0, 1.0, total)[:, None], w)
     fixed = np.trunc(w * (1 << _BITS) + np.where(w < 0, -0.5, 0.5)).astype(np.int64)
     index = np.minimum(first[:, None] + taps[None, :], in_size - 1)
-    return (torch.from_numpy(index).to(device),
-            torch.from_numpy(fixed.astype(np.int32)).to(device))
+    return index, fixed
+
+
+@functools.lru_cache(maxsize=32)
+def _weights(in_size: int, out_size: int, device: str) -> torch.Tensor:
+    """
+    One axis's taps as a dense float64 ``[out, in]`` matrix of the fixed-point weights.
+
+    A product with it is Pillow's integer convolution exactly: every weight and pixel is
+    an integer, each product is below 2^31 and every sum below 2^53, so float64 adds them
+    without rounding. Two matrix products replace a gather per tap and axis (about 40
+    small kernels per frame on the GPU, each with its launch cost on the worker's thread).
+    """
+    index, fixed = _taps(in_size, out_size)
+    matrix = np.zeros((out_size, in_size), dtype=np.float64)
+    rows = np.broadcast_to(np.arange(out_size)[:, None], index.shape)
+    np.add.at(matrix, (rows, index), fixed.astype(np.float64))  # clamped taps weigh 0
+    return torch.from_numpy(matrix).to(device)
 
 
 @functools.lru_cache(maxsize=1)
@@ -300,31 +315,22 @@ def _vertical_first(shrink_h: int, shrink_w: int) -> bool:
 
 def _resample(x: torch.Tensor, out_size: int, rows: Optional[slice] = None) -> torch.Tensor:
     """
-    Resample axis 0 of int32 ``x`` like Pillow; ``rows`` selects which outputs to make.
+    Resample axis 0 of float64 integer-valued ``x`` like Pillow; ``rows`` picks the outputs.
 
-    Axis 0 keeps each tap a gather of whole contiguous rows. int32 cannot overflow:
-    255 times the sum of positive weights (below 1.25 * 2^22) stays under 2^31.
+    Pillow's fixed-point step: add half, shift right by ``_BITS`` (a floor division, also
+    for the negative sums of the bicubic's negative lobes), clip to 0..255.
     """
-    index, weight = _taps(x.shape[0], out_size, str(x.device))
+    weight = _weights(x.shape[0], out_size, str(x.device))
     if rows is not None:
-        index, weight = index[rows], weight[rows]
-    x = x.contiguous()
-    shape = (-1,) + (1,) * (x.dim() - 1)
-    acc = torch.full((index.shape[0],) + x.shape[1:], 1 << (_BITS - 1), dtype=torch.int32,
-                     device=x.device)
-    for k in range(index.shape[1]):
-        acc += x.index_select(0, index[:, k]) * weight[:, k].view(shape)
-    return torch.clamp(acc >> _BITS, 0, 255)
+        weight = weight[rows]
+    acc = weight @ x.reshape(x.shape[0], -1)
+    out = torch.floor((acc + float(1 << (_BITS - 1))) * (1.0 / (1 << _BITS)))
+    return out.clamp_(0, 255).reshape((weight.shape[0],) + x.shape[1:])
 
 
 def _resample_width(x: torch.Tensor, out_size: int) -> torch.Tensor:
     """Resample axis 1 of ``[H, W, C]``."""
     return _resample(x.transpose(0, 1), out_size).transpose(0, 1)
-
-
-@functools.lru_cache(maxsize=8)
-def _lut(device: str) -> torch.Tensor:
-    return _LUT.to(device)
 
 
 def _check_frame(rgb: Union[np.ndarray, torch.Tensor]) -> Union[np.ndarray, torch.Tensor]:
@@ -345,12 +351,12 @@ def _check_frame(rgb: Union[np.ndarray, torch.Tensor]) -> Union[np.ndarray, torc
 
 
 def _to_device(frame: Union[np.ndarray, torch.Tensor], device: torch.device) -> torch.Tensor:
-    """Return ``frame`` as an ``[H, W, 3]`` int32 tensor on ``device`` (never written to)."""
+    """Return ``frame`` as an ``[H, W, 3]`` float64 tensor on ``device`` (never written to)."""
     if isinstance(frame, np.ndarray):
         with warnings.catch_warnings():  # read-only buffers (ROS messages, PIL) are fine here
             warnings.simplefilter('ignore', UserWarning)
             frame = torch.from_numpy(frame)
-    x = frame.to(device, non_blocking=True).int()
+    x = frame.to(device, non_blocking=True).double()
     return x.expand(-1, -1, 3) if x.shape[2] == 1 else x
 
 
@@ -386,10 +392,19 @@ def preprocess_frame(rgb: Union[np.ndarray, torch.Tensor],
         x = x[kept]
     elif new_w != in_w and _vertical_first(in_h - new_h, in_w - new_w):
         x = _resample_width(_resample(x, new_h, kept), new_w)
-        return _lut(str(device))[x.permute(2, 0, 1)], plan
+        return _unit(x.permute(2, 0, 1)), plan
     if new_w != in_w:
         x = _resample_width(x, new_w)
     if new_h != in_h:
         x = _resample(x, new_h, kept)
-    x = x.permute(2, 0, 1)
-    return _lut(str(device))[x], plan
+    return _unit(x.permute(2, 0, 1)), plan
+
+
+def _unit(x: torch.Tensor) -> torch.Tensor:
+    """Integer values 0..255 to float32 in [0, 1] through ``_LUT`` (as the file path)."""
+    return _lut(str(x.device))[x.to(torch.int64)]
+
+
+@functools.lru_cache(maxsize=8)
+def _lut(device: str) -> torch.Tensor:
+    return _LUT.to(device)
