@@ -38,6 +38,32 @@ import torch
 DTYPES = {'float32': torch.float32, 'bfloat16': torch.bfloat16, 'float16': torch.float16}
 
 
+def _timed(device: torch.device, name: str, fn):
+    if device.type == 'cuda':
+        torch.cuda.synchronize()
+    t0 = time.monotonic()
+    out = fn()
+    if device.type == 'cuda':
+        torch.cuda.synchronize()
+    print(f'{name:>28}: {time.monotonic() - t0:6.2f} s', flush=True)
+    return out
+
+
+def _steps(args: argparse.Namespace, device: torch.device, autocast) -> None:
+    """Time the steps of ``load_model``; what they made goes when this returns."""
+    cfg = ModelConfig.preset(args.preset)
+    state = _timed(device, 'read_state_dict', lambda: ck.read_state_dict(args.checkpoint))
+    model = _timed(device, 'build on meta', lambda: ck._build_meta(cfg))
+    _timed(device, 'check keys and shapes',
+           lambda: ck.check_state_dict(state, model, args.checkpoint))
+    placed = _timed(device, 'place (move, cast)', lambda: {
+        k: ck._placed(v, ck.storage_dtype(k, torch.float32, autocast, None), device)
+        for k, v in state.items()})
+    _timed(device, 'load_state_dict (assign)',
+           lambda: model.load_state_dict(placed, strict=True, assign=True))
+    _timed(device, 'finish', lambda: ck._finish(model, device, autocast, None))
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
     p.add_argument('--checkpoint', required=True)
@@ -47,33 +73,11 @@ def main() -> None:
     args = p.parse_args()
     device, autocast = torch.device(args.device), DTYPES[args.dtype]
     autocast = None if autocast == torch.float32 else autocast
-    cfg = ModelConfig.preset(args.preset)
-
-    def timed(name, fn):
-        if device.type == 'cuda':
-            torch.cuda.synchronize()
-        t0 = time.monotonic()
-        out = fn()
-        if device.type == 'cuda':
-            torch.cuda.synchronize()
-        print(f'{name:>28}: {time.monotonic() - t0:6.2f} s', flush=True)
-        return out
-    timed('sha256 (alone)', lambda: sha256_file(args.checkpoint))
-    state = timed('read_state_dict', lambda: ck.read_state_dict(args.checkpoint))
-    model = timed('build on meta', lambda: ck._build_meta(cfg))
-    timed('check keys and shapes', lambda: ck.check_state_dict(state, model, args.checkpoint))
-
-    def final(name):
-        return ck.storage_dtype(name, torch.float32, autocast, None)
-    placed = timed('place (move, cast)', lambda: {k: ck._placed(v, final(k), device)
-                                                 for k, v in state.items()})
-    timed('load_state_dict (assign)',
-          lambda: model.load_state_dict(placed, strict=True, assign=True))
-    timed('finish', lambda: ck._finish(model, device, autocast, None))
-    del state, placed, model
-    engine = timed('Engine.load (as the node)', lambda: Engine.load(EngineConfig(
+    _timed(device, 'sha256 (alone)', lambda: sha256_file(args.checkpoint))
+    _steps(args, device, autocast)
+    engine = _timed(device, 'Engine.load (as the node)', lambda: Engine.load(EngineConfig(
         checkpoint=args.checkpoint, preset=args.preset, device=args.device, dtype=args.dtype)))
-    print(f"engine phases: {engine.load_phases}")
+    print(f'engine phases: {engine.load_phases}')
 
 
 if __name__ == '__main__':
