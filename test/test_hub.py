@@ -165,9 +165,23 @@ def test_local_paths_pass_through_with_their_digest(weights, tmp_path):
     assert ck.sha256 == hashlib.sha256(Path(path).read_bytes()).hexdigest()
     engine = Engine.load(EngineConfig(checkpoint=path, preset='tiny', device='cpu'))
     assert engine.checkpoint == ck and engine.description == path
+    assert engine.checkpoint.sha256 == ck.sha256
     assert Engine.load(EngineConfig(preset='tiny', device='cpu')).checkpoint is None
     with pytest.raises(HubError, match='no such file'):
         resolve_checkpoint(str(tmp_path / 'absent.pt'))
+
+
+def test_the_digest_is_computed_on_its_own_thread_and_says_why_it_failed(tmp_path):
+    from lingbot_ros.model.hub import Digest, HubError
+    path = tmp_path / 'w.safetensors'
+    path.write_bytes(b'abc' * 1000)
+    digest = Digest(path)
+    assert digest.wait(10) == hashlib.sha256(b'abc' * 1000).hexdigest() == digest.peek()
+    assert digest.error is None
+    broken = Digest(tmp_path)  # a folder: reading it fails
+    with pytest.raises(HubError, match='cannot read'):
+        broken.wait(10)
+    assert broken.peek() is None and 'cannot read' in broken.error
 
 
 def test_sha256_streams_large_files_in_chunks(tmp_path):
@@ -224,14 +238,16 @@ def test_the_node_names_the_resolved_file_and_its_digest_in_log_and_diagnostics(
         def node_status():
             for d in reversed(diags):
                 s = status_of(d, '/lingbot_hub: node')
-                if s is not None and s[2]['state'] == 'active':
+                # the digest is hashed on its own thread: 'computing' until it is known
+                if s is not None and s[2]['state'] == 'active' \
+                        and s[2]['checkpoint_sha256'] != 'computing':
                     return s
             return None
         assert probe.spin_until(lambda: node_status() is not None, 120), _text(log)
         _, _, values = node_status()
         assert values['checkpoint_sha256'] == digest and values['random_weights'] == 'False'
         assert values['checkpoint_file'].endswith(FILE) and MAIN in values['checkpoint_file']
-        assert f'(sha256 {digest})' in _text(log)
+        assert f'(sha256 {digest})' in _text(log) or f'checkpoint sha256 {digest}' in _text(log)
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGINT)

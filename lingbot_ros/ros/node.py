@@ -45,6 +45,7 @@ from typing import Any, Optional
 
 from diagnostic_msgs.msg import DiagnosticArray
 from lingbot_ros.model.config import ConfigError
+from lingbot_ros.model.hub import Digest
 from lingbot_ros.ros import diagnostics
 from lingbot_ros.ros.cli import main, Phases, process_age
 from lingbot_ros.ros.convert import ImageConverter
@@ -67,6 +68,7 @@ NODE_NAME = 'lingbot_node'
 STOP_WAIT_S = 30.0         # deactivate waits this long for the worker to leave its step
 EXECUTOR_THREADS = 4       # images, diagnostics and map, services, lifecycle / parameters
 NOMINAL_INPUT_HW = (480, 640)  # the camera size the start-up memory estimate assumes
+SHA256_PENDING = 'computing'   # /diagnostics' checkpoint_sha256 while its thread hashes
 ROS_OWN_PARAMETERS = ('use_sim_time', 'start_type_description_service')
 SUCCESS = TransitionCallbackReturn.SUCCESS
 FAILURE = TransitionCallbackReturn.FAILURE
@@ -348,7 +350,8 @@ class LingbotNode(LifecycleNode):
         log.info(f'model: {engine.description} on {engine.device} ({self.info.dtype}, '
                  f'{engine.backend} attention); image conversion: {self._converter.backend}')
         if engine.checkpoint is not None:
-            log.info(f'checkpoint: {engine.checkpoint.path} (sha256 {engine.checkpoint.sha256})')
+            sha = engine.checkpoint.digest.peek() or 'being computed, logged when known'
+            log.info(f'checkpoint: {engine.checkpoint.path} (sha256 {sha})')
         if self.info.random_weights:
             log.warning(f'NO CHECKPOINT: running {engine.description}. Poses and depth are '
                         'meaningless; set the checkpoint parameter to the released '
@@ -417,7 +420,8 @@ class LingbotNode(LifecycleNode):
         info.model = engine.description
         info.random_weights = engine.checkpoint is None
         info.checkpoint_file = str(engine.checkpoint.path) if engine.checkpoint else 'none'
-        info.checkpoint_sha256 = engine.checkpoint.sha256 if engine.checkpoint else 'none'
+        info.checkpoint_sha256 = 'none' if engine.checkpoint is None else \
+            engine.checkpoint.digest.peek() or SHA256_PENDING
         info.device = str(engine.device)
         info.dtype = str(engine.dtype).replace('torch.', '')
         info.backend = engine.backend
@@ -561,6 +565,17 @@ class LingbotNode(LifecycleNode):
 
     # --- diagnostics ---------------------------------------------------------------------
 
+    def _follow_digest(self, digest: Digest) -> None:
+        """Fill in the checkpoint's sha256 once its thread has it (diagnostics timer)."""
+        if self.info.checkpoint_sha256 != SHA256_PENDING:
+            return
+        if digest.peek() is not None:
+            self.info.checkpoint_sha256 = digest.peek()
+            self.get_logger().info(f'checkpoint sha256 {digest.peek()}')
+        elif digest.error is not None:
+            self.info.checkpoint_sha256 = f'unreadable: {digest.error}'
+            self.get_logger().warning(f'checkpoint sha256: {digest.error}')
+
     def _publish_diagnostics(self) -> None:
         params = self.params
         diag = params.diag if params is not None else parse({}).diag
@@ -569,6 +584,8 @@ class LingbotNode(LifecycleNode):
             self.info.error = 'the worker thread stopped'
         self._destroy_retired()
         device = None
+        if engine is not None and engine.checkpoint is not None:
+            self._follow_digest(engine.checkpoint.digest)
         if engine is not None:
             self.info.cuda_graphs = engine.graph_status
             if engine.device.type == 'cuda':

@@ -24,14 +24,12 @@ loaded).
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 import time
 from typing import Any, Callable, Optional
 
 from lingbot_ros.model.config import ConfigError, ModelConfig
-from lingbot_ros.model.hub import (checkpoint_digest, HubError, locate_checkpoint,
-                                   ResolvedCheckpoint)
+from lingbot_ros.model.hub import HubError, resolve_checkpoint, ResolvedCheckpoint
 from lingbot_ros.streaming.caches import CacheFactory, paged_cache_factory
 from lingbot_ros.streaming.config import (EngineConfig, KvCacheDtype, StreamConfig,
                                           WeightsDtype)
@@ -208,8 +206,9 @@ class Engine:
         it under autocast (heads in float32), as the reference; ``weights_dtype='compute'``
         keeps the heads' weights in that dtype too (still computing in float32). Each
         weight reaches the device once, in its final dtype. An ``hf://`` checkpoint is
-        resolved through the Hugging Face cache first; the file read and its sha256 end up
-        in ``engine.checkpoint``. ``progress`` hears of long steps (a kernel build) as they
+        resolved through the Hugging Face cache first; the file read and its sha256
+        (computed on a thread of its own, ``engine.checkpoint.digest``) end up in
+        ``engine.checkpoint``. ``progress`` hears of long steps (a kernel build) as they
         start; ``engine.load_phases`` says where the time went (seconds by step).
         """
         from lingbot_ros.model.checkpoint import CheckpointError, load_model
@@ -227,29 +226,20 @@ class Engine:
         backend, backend_reason = _resolve_backend(cfg.attention_backend, device, dtype,
                                                    model_cfg, kv_dtype, progress)
         phases['attention kernels'], t = time.monotonic() - t, time.monotonic()
-        path = None
+        resolved = None
         if cfg.checkpoint is not None:
-            try:
-                path = locate_checkpoint(cfg.checkpoint)
+            try:  # the digest is computed on its own thread, beside the weight load
+                resolved = resolve_checkpoint(cfg.checkpoint)
             except HubError as exc:
                 raise EngineError(str(exc)) from exc
-        # the file's digest beside the weight load: hashlib lets go of the GIL, and hashing
-        # a 4.3 GB checkpoint alone took as long as reading it
-        with ThreadPoolExecutor(1, thread_name_prefix='lingbot-sha256') as pool:
-            digest = None if path is None else \
-                pool.submit(checkpoint_digest, cfg.checkpoint, path)
-            try:
-                model = load_model(model_cfg, path, device=device, dtype=torch.float32,
-                                   seed=cfg.seed,
-                                   autocast_dtype=None if dtype == torch.float32 else dtype,
-                                   head_dtype=head_storage_dtype(cfg))
-            except CheckpointError as exc:
-                raise EngineError(str(exc)) from exc
-            try:
-                resolved = None if digest is None else \
-                    ResolvedCheckpoint(spec=cfg.checkpoint, path=path, sha256=digest.result())
-            except HubError as exc:
-                raise EngineError(str(exc)) from exc
+        try:
+            model = load_model(model_cfg, None if resolved is None else resolved.path,
+                               device=device, dtype=torch.float32,
+                               seed=cfg.seed,
+                               autocast_dtype=None if dtype == torch.float32 else dtype,
+                               head_dtype=head_storage_dtype(cfg))
+        except CheckpointError as exc:
+            raise EngineError(str(exc)) from exc
         phases['checkpoint and weights'] = time.monotonic() - t
         if cfg.depth_chunk_frames:
             model.depth_head.chunk = cfg.depth_chunk_frames
