@@ -31,9 +31,10 @@ import os
 import time
 
 from lingbot_ros.ros import messages
+from lingbot_ros.ros.camera import CameraStream
 from lingbot_ros.ros.convert import ImageConverter
 from lingbot_ros.ros.map_thread import MapThread
-from lingbot_ros.ros.worker import CameraStream, Frame, FrameQueue, Worker
+from lingbot_ros.ros.worker import Frame, FrameQueue, Worker
 from lingbot_ros.streaming.config import EngineConfig, StreamConfig
 from lingbot_ros.streaming.engine import Engine
 from lingbot_ros.streaming.map_cloud import MapCloudConfig

@@ -17,9 +17,9 @@
 from types import SimpleNamespace
 
 from lingbot_ros.ros import messages
+from lingbot_ros.ros.camera import CameraStream
 from lingbot_ros.ros.node import LingbotNode
 from lingbot_ros.ros.params import parse, SPEC
-from lingbot_ros.ros.worker import CameraStream
 import numpy as np
 import pytest
 

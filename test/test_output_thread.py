@@ -18,8 +18,9 @@
 import threading
 import time
 
+from lingbot_ros.ros.camera import CameraStream
 from lingbot_ros.ros.output_thread import OutputThread
-from lingbot_ros.ros.worker import CameraStream, Frame, FrameQueue, Output, Worker
+from lingbot_ros.ros.worker import Frame, FrameQueue, Output, Worker
 import numpy as np
 import pytest
 

@@ -17,9 +17,9 @@
 from builtin_interfaces.msg import Time
 from lingbot_ros.cache.stats import CacheStats
 from lingbot_ros.ros import diagnostics
+from lingbot_ros.ros.camera import CameraStream
 from lingbot_ros.ros.params import parse
 from lingbot_ros.ros.probe import status_of
-from lingbot_ros.ros.worker import CameraStream
 
 DIAG = parse({'stall_error_s': 2.0, 'drop_rate_warn': 0.25, 'pool_use_warn': 0.8}).diag
 INFO = diagnostics.NodeInfo(hardware_id='cpu', state='active', model='/w.pt', device='cpu',

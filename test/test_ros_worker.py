@@ -22,9 +22,9 @@ import time
 from lingbot_ros.cache.stats import CacheStats
 from lingbot_ros.model.config import ConfigError
 from lingbot_ros.ros import messages
+from lingbot_ros.ros.camera import CameraStream, RESIZE_AFTER, StampVerdict
 from lingbot_ros.ros.reasons import Event, Level, Rejection
-from lingbot_ros.ros.worker import (CameraStream, Frame, FrameQueue, NAN_RESET_AFTER,
-                                    RESIZE_AFTER, StampVerdict, Worker, WorkerBusy)
+from lingbot_ros.ros.worker import Frame, FrameQueue, NAN_RESET_AFTER, Worker, WorkerBusy
 from lingbot_ros.streaming.result import FrameResult, FrameType
 from lingbot_ros.streaming.session import FrameRejected, SizeChanged
 import numpy as np
@@ -172,7 +172,7 @@ def test_stamp_gate_and_pending_reset():
     cams, _, sink, worker = _rig()
     cam = cams[0]
     new, dup, back = StampVerdict.NEW, StampVerdict.DUPLICATE, StampVerdict.BACKWARD
-    assert [cam.admit(s) for s in (5, 6, 6, 7, 3, 4)] == [new, new, dup, new, back, new]
+    assert [cam.intake.admit(s) for s in (5, 6, 6, 7, 3, 4)] == [new, new, dup, new, back, new]
     worker.process(_frame(0, 5))
     worker.process(_frame(0, 6))
     published = len(cam.track)

@@ -19,8 +19,8 @@ import dataclasses
 from lingbot_ros.cache.stats import CacheStats
 from lingbot_ros.model.config import ModelConfig
 from lingbot_ros.ros import diagnostics
+from lingbot_ros.ros.camera import CameraStream
 from lingbot_ros.ros.params import parse
-from lingbot_ros.ros.worker import CameraStream
 from lingbot_ros.streaming.caches import dense_cache_factory
 from lingbot_ros.streaming.config import StreamConfig
 from lingbot_ros.streaming.session import MIN_SLIDING_WINDOW, Session, SessionContext

@@ -34,9 +34,9 @@ import time
 from typing import Any, Optional
 
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
+from lingbot_ros.ros.camera import CameraStream
 from lingbot_ros.ros.params import DiagParams
 from lingbot_ros.ros.reasons import Rejection
-from lingbot_ros.ros.worker import CameraStream
 
 OK, WARN, ERROR = DiagnosticStatus.OK, DiagnosticStatus.WARN, DiagnosticStatus.ERROR
 NODE_STATUS = '{}: node'

@@ -30,10 +30,11 @@ import time
 from typing import Any, Callable, Optional
 
 from lingbot_ros.ros import messages
+from lingbot_ros.ros.camera import CameraStream, StampVerdict
 from lingbot_ros.ros.convert import ImageRejected
 from lingbot_ros.ros.counters import MAX_WRITERS, SequenceGaps  # noqa: F401 (re-exported)
 from lingbot_ros.ros.reasons import Level, Rejection
-from lingbot_ros.ros.worker import CameraStream, Frame, StampVerdict
+from lingbot_ros.ros.worker import Frame
 from rclpy.callback_groups import CallbackGroup
 from rclpy.node import Node
 from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
@@ -66,7 +67,8 @@ class Intake:
                 kind = CompressedImage
             else:
                 name, kind = topic, Image
-            cam.gaps = SequenceGaps()
+            # a new subscription numbers its samples anew; the stamp gate and the size stay
+            cam.intake.gaps = SequenceGaps()
             sub = self._node.create_subscription(
                 kind, name, image_callback(self.on_image, cam, compressed), qos,
                 callback_group=group)
@@ -78,7 +80,8 @@ class Intake:
         """Take one image: count, convert, admit its stamp, hand it to the worker's queue."""
         now = time.monotonic()
         queue = self._queue()  # the activation's queue, for this whole frame
-        cam.counters.on_lost(cam.gaps.observe(info))
+        gate = cam.intake
+        cam.counters.on_lost(gate.gaps.observe(info))
         cam.counters.on_received(now)
         try:
             converter = self._converter()
@@ -88,7 +91,7 @@ class Intake:
             self._report(cam, exc.reason, f'image rejected: {exc}', Level.WARN)
             return
         stamp = messages.stamp_ns(msg.header.stamp)
-        verdict = cam.admit(stamp)
+        verdict = gate.admit(stamp)
         if verdict == StampVerdict.DUPLICATE:
             cam.counters.on_rejected(Rejection.DUPLICATE_STAMP)
             self._report(cam, Rejection.DUPLICATE_STAMP, f'duplicate stamp {stamp} rejected',
@@ -103,9 +106,9 @@ class Intake:
             self._node.get_logger().warning(
                 f'[{cam.name}] stamp jumped backwards (looped bag or restarted source): '
                 "resetting this camera's session; the next frames start a new map")
-        if cam.input_hw is None:  # the first frame of this camera: now its size is known
-            cam.input_hw = tuple(rgb.shape[:2])
-            self._memory_for(cam, cam.input_hw)
+        if gate.input_hw is None:  # the first frame of this camera: now its size is known
+            gate.input_hw = tuple(rgb.shape[:2])
+            self._memory_for(cam, gate.input_hw)
         dropped = queue.put(Frame(cam.index, rgb, stamp, now, msg.header.frame_id))
         if dropped is not None:
             cam.counters.on_dropped()

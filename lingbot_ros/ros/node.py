@@ -47,6 +47,7 @@ from diagnostic_msgs.msg import DiagnosticArray
 from lingbot_ros.model.config import ConfigError
 from lingbot_ros.model.hub import Digest
 from lingbot_ros.ros import diagnostics
+from lingbot_ros.ros.camera import CameraStream
 from lingbot_ros.ros.cli import main, Phases, process_age
 from lingbot_ros.ros.convert import ImageConverter
 from lingbot_ros.ros.intake import Intake
@@ -57,7 +58,7 @@ from lingbot_ros.ros.params import (check_one, descriptor, engine_config, is_num
                                     stream_config, update)
 from lingbot_ros.ros.services import Services
 from lingbot_ros.ros.shutdown import StopRequest
-from lingbot_ros.ros.worker import CameraStream, FrameQueue, Worker, WorkerBusy
+from lingbot_ros.ros.worker import FrameQueue, Worker, WorkerBusy
 from rcl_interfaces.msg import ParameterDescriptor, SetParametersResult
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
 from rclpy.clock import Clock, ClockType

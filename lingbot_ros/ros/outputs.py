@@ -33,11 +33,12 @@ from typing import Any, Callable, Optional
 
 from geometry_msgs.msg import PoseStamped
 from lingbot_ros.ros import messages
+from lingbot_ros.ros.camera import CameraStream
 from lingbot_ros.ros.map_thread import MapThread
 from lingbot_ros.ros.output_thread import OutputThread
 from lingbot_ros.ros.params import NodeParams
 from lingbot_ros.ros.reasons import Event, Level, Rejection, Topic
-from lingbot_ros.ros.worker import CameraStream, Output
+from lingbot_ros.ros.worker import Output
 from lingbot_ros.streaming.result import FrameResult
 from nav_msgs.msg import Odometry, Path as PathMsg
 from rclpy.node import Node

@@ -28,8 +28,8 @@ from pathlib import Path
 import threading
 from typing import Any, Optional, TYPE_CHECKING
 
+from lingbot_ros.ros.camera import CameraStream
 from lingbot_ros.ros.map_thread import save_colmap
-from lingbot_ros.ros.worker import CameraStream
 from lingbot_ros.streaming.ply import write_ply
 from lingbot_ros.streaming.trajectory import write_npz, write_tum
 import numpy as np

@@ -25,16 +25,13 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass
-from enum import Enum
 import threading
 import time
 from typing import Any, Callable, Deque, Optional, Protocol
 
-from lingbot_ros.cache.stats import CacheStats
 from lingbot_ros.model.config import ConfigError
-from lingbot_ros.ros.counters import CameraCounters, SequenceGaps
+from lingbot_ros.ros.camera import CameraStream, RESIZE_AFTER
 from lingbot_ros.ros.reasons import Event, Level, Rejection, Topic
-from lingbot_ros.ros.track import Track, TRAJECTORY_LENGTH
 from lingbot_ros.streaming.result import FrameResult
 from lingbot_ros.streaming.session import FrameRejected, SizeChanged
 import numpy as np
@@ -45,18 +42,7 @@ except ImportError:  # pragma: no cover (older torch)
     OutOfMemoryError = MemoryError
 
 NAN_RESET_AFTER = 3  # consecutive non-finite outputs before the session is rebuilt
-# Consecutive frames of one new size that mean the camera changed resolution for good (a
-# driver restarted with other settings): then a new session; fewer are odd frames, rejected.
-RESIZE_AFTER = 3
 RESET_FLUSH_S = 10.0  # a reset waits this long at most for the old map's messages to go out
-
-
-class StampVerdict(Enum):
-    """What the stamp gate says about a new frame's stamp."""
-
-    NEW = 'new'
-    DUPLICATE = 'duplicate'
-    BACKWARD = 'backward'
 
 
 class WorkerBusy(RuntimeError):
@@ -132,7 +118,7 @@ class FrameQueue:
 class Output:
     """One finished result handed to the sink, with what counting its delivery needs."""
 
-    camera: 'CameraStream'
+    camera: CameraStream
     result: FrameResult
     received: Optional[float]  # monotonic receive time of its frame (None: unknown)
 
@@ -154,80 +140,12 @@ class Sink(Protocol):
 
     def publish(self, output: Output) -> None: ...
 
-    def report(self, camera: Optional['CameraStream'], topic: Topic, text: str,
+    def report(self, camera: Optional[CameraStream], topic: Topic, text: str,
                level: Level) -> None: ...
 
-    def map_restarted(self, camera: 'CameraStream') -> None: ...
+    def map_restarted(self, camera: CameraStream) -> None: ...
 
     def flush(self, timeout: float) -> bool: ...
-
-
-class CameraStream:
-    """
-    One camera: its session, counters, stamp gate and published track.
-
-    Who writes what: configure and activate write the names, topic, window and ``gaps``; the
-    image callback writes the intake side (``input_hw``, the stamp gate, ``gaps``); the worker
-    writes the session side (session, cache stats, map epoch, frame id, the size votes); the
-    output thread writes ``track``, whose lock the services read it under; ``counters`` take
-    their own lock for the fields several threads count into. Diagnostics only read.
-    """
-
-    def __init__(self, index: int, name: str, topic: str, session: Any, window: int,
-                 trajectory_length: int = TRAJECTORY_LENGTH) -> None:
-        self.index = index
-        self.name = name
-        self.topic = topic
-        self.session = session
-        self.counters = CameraCounters(window)
-        self.cache_stats = CacheStats()
-        self.sliding_window = 0   # configured window frames (0: unknown); stats say what runs
-        self.map_epoch: Optional[int] = None   # the session map the published poses are in
-        self.input_hw: Optional[tuple] = None  # size of the first frame (callback side)
-        self.frame_id = ''
-        self.track = Track(trajectory_length)  # published poses (output thread)
-        self.pending_reset = threading.Event()  # set by the callback, served by the worker
-        self._last_stamp: Optional[int] = None  # newest admitted stamp (callback side)
-        self.gaps = SequenceGaps()              # publisher numbering (callback side)
-        self._received_at: dict = {}           # stamp -> monotonic receive time
-        self._nan_run = 0
-        self._new_size: Optional[tuple] = None  # (h, w) other than the session's, and
-        self._new_size_run = 0                  # how many frames in a row came in it
-
-    def admit(self, stamp_ns: int) -> StampVerdict:
-        """Check a stamp against the last admitted one (callback thread only)."""
-        last = self._last_stamp
-        if last is not None and stamp_ns == last:
-            return StampVerdict.DUPLICATE
-        self._last_stamp = stamp_ns
-        if last is not None and stamp_ns < last:
-            return StampVerdict.BACKWARD
-        return StampVerdict.NEW
-
-    def size_changed_for_good(self, hw: tuple) -> bool:
-        """Count a frame of a size the session refused; True after RESIZE_AFTER in a row."""
-        if hw == self._new_size:
-            self._new_size_run += 1
-        else:
-            self._new_size, self._new_size_run = hw, 1
-        return self._new_size_run >= RESIZE_AFTER
-
-    def size_accepted(self) -> None:
-        self._new_size, self._new_size_run = None, 0
-
-    def forget(self) -> None:
-        """
-        Clear the session side's memory of the old map (worker thread, after a reset).
-
-        The track is the output thread's: the sink's ``map_restarted``, handed over after
-        the old map's last results, clears it in order.
-        """
-        self._received_at.clear()
-        self._nan_run = 0
-        self.map_epoch = None
-        self.cache_stats = CacheStats()
-        self.size_accepted()
-        self.counters.set_buffered(0)
 
 
 class Worker:
@@ -364,7 +282,7 @@ class Worker:
             except ConfigError as exc:  # a field that needs a reset: keep the running config
                 self.sink.report(cam, Event.CONFIG, f'not applied: {exc}', Level.WARN)
         cam.frame_id = frame.frame_id or cam.frame_id
-        cam._received_at[frame.stamp_ns] = frame.received
+        cam.received_at[frame.stamp_ns] = frame.received
         t0 = time.monotonic()
         waited_ms = (t0 - frame.received) * 1e3 if frame.received else None
         try:
@@ -393,13 +311,13 @@ class Worker:
         if results:
             self._follow_map(cam, results[0].map_epoch)
         for result in results:
-            received = cam._received_at.pop(result.stamp_ns, None)
+            received = cam.received_at.pop(result.stamp_ns, None)
             if not _finite(result):
                 if self._non_finite(cam, f'non-finite pose for stamp {result.stamp_ns}; '
                                          'not published'):
                     break  # the session was reset: the rest belong to the old one
                 continue
-            cam._nan_run = 0
+            cam.nan_run = 0
             try:
                 self.sink.publish(Output(cam, result, received))
             except Exception as exc:  # noqa: BLE001 (one result lost, not the step's rest)
@@ -408,8 +326,8 @@ class Worker:
                                  f'publishing stamp {result.stamp_ns} failed: '
                                  f'{type(exc).__name__}: {exc}', Level.ERROR)
         cam.cache_stats = cam.session.stats()  # after the hand-over: the pose goes out first
-        if len(cam._received_at) > 4 * max(1, getattr(cam.session.config, 'scale_frames', 8)):
-            cam._received_at.clear()  # stamps the session never returned; keep it bounded
+        if len(cam.received_at) > 4 * max(1, getattr(cam.session.config, 'scale_frames', 8)):
+            cam.received_at.clear()  # stamps the session never returned; keep it bounded
 
     def _step(self, cam: CameraStream, frame: Frame) -> list:
         """Step the session; a camera that changed resolution for good gets a new one."""
@@ -440,16 +358,16 @@ class Worker:
     def _non_finite(self, cam: CameraStream, text: str) -> bool:
         """Count a non-finite output; reset the session after a run of them (True then)."""
         self._reject(cam, Rejection.NAN_OUTPUT, text, Level.WARN)
-        cam._nan_run += 1
-        if cam._nan_run < NAN_RESET_AFTER:
+        cam.nan_run += 1
+        if cam.nan_run < NAN_RESET_AFTER:
             return False
-        self.sink.report(cam, Event.SESSION_RESET, f'{cam._nan_run} non-finite outputs in a '
+        self.sink.report(cam, Event.SESSION_RESET, f'{cam.nan_run} non-finite outputs in a '
                          'row: resetting the session', Level.WARN)
         self._reset(cam)
         return True
 
     def _forget_stamp(self, cam: CameraStream, stamp_ns: int) -> None:
-        cam._received_at.pop(stamp_ns, None)
+        cam.received_at.pop(stamp_ns, None)
 
     def _reject(self, cam: CameraStream, reason: Rejection, text: str, level: Level) -> None:
         cam.counters.on_rejected(reason)
