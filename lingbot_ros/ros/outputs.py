@@ -192,18 +192,21 @@ class Outputs:
                                   pose=pose_msg.pose)))
         cam.track.add(stamp, pose, pose_msg if out.publish_path else None,
                       out.path_max_length)
-        if out.publish_path:
+        # the large outputs are built only while someone listens (RViz, a recorder, a
+        # driver of depth_image_proc): unread, a frame's depth and points and the whole
+        # path cost the output thread (and through the GIL, the worker) for nothing
+        if out.publish_path and _listened(pubs.path):
             self._send(cam, 'path', lambda: self._publish_path(cam, pubs, pose_msg, map_frame))
         if out.publish_tf and self.tf is not None:
             self._send(cam, 'tf', lambda: self.tf.sendTransform(
                 messages.transform(pose, stamp, map_frame, child, pose=pose_msg.pose)))
-        if out.publish_camera_info:
+        if out.publish_camera_info and _listened(pubs.camera_info):
             self._send(cam, 'camera_info', lambda: pubs.camera_info.publish(
                 messages.camera_info(result, sensor)))
-        if out.publish_depth and result.depth is not None:
+        if out.publish_depth and result.depth is not None and _listened(pubs.depth):
             self._send(cam, 'depth', lambda: pubs.depth.publish(
                 messages.depth_image(result, sensor)))
-        if out.publish_points and result.depth is not None:
+        if out.publish_points and result.depth is not None and _listened(pubs.points):
             self._send(cam, 'points', lambda: pubs.points.publish(messages.point_cloud(
                 result, pose, map_frame, out.points_decimation, out.points_min_confidence,
                 out.points_confidence_percentile)))
@@ -241,11 +244,21 @@ class Outputs:
             # the timer runs every map_period; a little early is still this period's turn
             if counters.version == version or now - sent_at < 0.5 * params.outputs.map_period:
                 continue
+            if not _listened(pubs.map_points):
+                continue  # built once someone subscribes (within map_period)
             points, counters = maps.snapshot(cam.index)
             map_frame, _, _ = self._frames(cam)
             pubs.map_sent = (now, counters.version)
             self._send(cam, 'map_points', lambda: pubs.map_points.publish(messages.map_cloud(
                 points.xyz, points.rgb, points.confidence, counters.stamp_ns, map_frame)))
+
+
+def _listened(publisher: Any) -> bool:
+    """Whether a subscription (of any process) is matched to ``publisher`` now."""
+    try:
+        return publisher.get_subscription_count() > 0
+    except Exception:  # noqa: BLE001 (a publisher being destroyed: nothing to send to)
+        return False
 
 
 def camera_frames(params: NodeParams, cameras: list, cam: CameraStream) -> tuple:
