@@ -25,7 +25,9 @@ stamp, after ``--warmup``) it reports the frames the counter saw, those processe
 end-to-end latency from the image stamp to the pose and to the frame's last message
 (p50 / p99), the node's step p50 / p99 and device memory from ``/diagnostics``; at the end
 the node's own received / lost / dropped totals against the counter's. Writes
-``PREFIX.json`` and ``PREFIX.txt``; asserts nothing.
+``PREFIX.json`` and ``PREFIX.txt``; asserts nothing. A second process subscribes like an
+RViz beside the robot to depth, camera_info, path and the map (the node builds those only
+while someone listens; ``--no-viewer`` leaves them unread).
 
 Example (the H200 run of issue 14)::
 
@@ -281,6 +283,59 @@ def _totals(rec: CameraRecord) -> dict:
     }
 
 
+VIEWED = ('depth', 'camera_info', 'path', 'map_points')  # what an RViz beside the robot reads
+
+
+def viewer(prefixes: list) -> int:
+    """
+    Subscribe like an RViz beside the robot to depth, camera_info, path and the map; count.
+
+    Runs in a process of its own (``--viewer PREFIX...``), so that receiving a 10 MB map
+    every second does not delay the counter's timing of poses. The node builds those
+    outputs only while someone subscribes; without this, a benchmark would measure a node
+    that skips them. Prints the counts as JSON at SIGINT.
+    """
+    import rclpy
+    from nav_msgs.msg import Path as PathMsg
+    from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
+    from sensor_msgs.msg import CameraInfo, Image, PointCloud2
+    rclpy.init(args=['live_viewer'])
+    node = rclpy.create_node('live_viewer')
+    kinds = {'depth': Image, 'camera_info': CameraInfo, 'path': PathMsg,
+             'map_points': PointCloud2}
+    counts = {f'{prefix}{name}': 0 for prefix in prefixes for name in VIEWED}
+    for topic in counts:
+        durable = topic.endswith('map_points')
+        qos = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE,
+                         durability=DurabilityPolicy.TRANSIENT_LOCAL if durable
+                         else DurabilityPolicy.VOLATILE)
+
+        def count(msg: Any, topic: str = topic) -> None:
+            counts[topic] += 1
+        node.create_subscription(kinds[topic.rsplit('/', 1)[1]], topic, count, qos)
+    stop = threading.Event()
+    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    while not stop.is_set():
+        rclpy.spin_once(node, timeout_sec=0.1)
+    print(json.dumps(counts), flush=True)
+    node.destroy_node()
+    rclpy.shutdown()
+    return 0
+
+
+def _stop_viewer(proc: Optional[subprocess.Popen]) -> dict:
+    if proc is None:
+        return {}
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGINT)
+    try:
+        out, _ = proc.communicate(timeout=10)
+        return json.loads(out.strip().splitlines()[-1])
+    except (subprocess.TimeoutExpired, ValueError, IndexError):
+        proc.kill()
+        return {}
+
+
 def run(args: argparse.Namespace) -> dict:
     """Start node, counter and players; collect; stop everything; return the report."""
     names = [f'cam{i}' for i in range(args.cameras)] if args.cameras > 1 else ['camera']
@@ -294,8 +349,14 @@ def run(args: argparse.Namespace) -> dict:
     node = subprocess.Popen(_node_cmd(args, topics, names), stdout=log,
                             stderr=subprocess.STDOUT, start_new_session=True)
     players: list = []
+    viewing = None
+    prefixes = [f'/{NODE}/{n}/' for n in names] if args.cameras > 1 else [f'/{NODE}/']
     try:
         active_s = _wait_active(counter, node, args.start_timeout)
+        if args.viewer:
+            viewing = subprocess.Popen([sys.executable, __file__, '--viewer', *prefixes],
+                                       stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                       text=True)
         if not Path(args.source).exists():
             raise SystemExit(f'{args.source}: no such source to play')
         player_log = open(args.node_log + '.players', 'w') if args.node_log else None
@@ -325,12 +386,14 @@ def run(args: argparse.Namespace) -> dict:
             except subprocess.TimeoutExpired:
                 os.killpg(node.pid, signal.SIGKILL)
         counter.close()
+        viewed = _stop_viewer(viewing)
     return {
         'command': ' '.join(sys.argv), 'date': time.strftime('%Y-%m-%d %H:%M:%S %Z'),
         'rate_hz': args.rate, 'cameras': args.cameras, 'frames_per_camera': args.frames,
         'size': args.size, 'warmup': args.warmup, 'block': args.block,
         'seconds_to_active': active_s, 'run_seconds': time.monotonic() - started,
         'node': {k: v for k, v in node_status.items() if not k.startswith('_')},
+        'viewer': viewed,  # messages of the large outputs a second subscriber received
         'cameras_report': {rec.name: {'totals': _totals(rec),
                                       'blocks': block_rows(rec, args.warmup, args.block,
                                                            counter.node_diag)}
@@ -344,6 +407,9 @@ def text_report(report: dict) -> str:
            f"{report['frames_per_camera']} frames each, {report['size'] or 'source size'}; "
            f"active after {report['seconds_to_active']:.1f} s",
            f"node: {report['node'].get('startup', '')}"]
+    if report.get('viewer'):
+        out.append('viewer beside (an RViz): ' + ', '.join(
+            f'{topic} {n}' for topic, n in report['viewer'].items()))
     for name, cam in report['cameras_report'].items():
         t = cam['totals']
         share = t['node_received_share']
@@ -370,6 +436,9 @@ def text_report(report: dict) -> str:
 def parse_args(argv: Optional[list] = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
     p.add_argument('--params', type=Path, default=None, help='node parameter file')
+    p.add_argument('--no-viewer', dest='viewer', action='store_false',
+                   help='no second subscriber to depth, camera_info, path and the map (the '
+                        'node then skips building them)')
     p.add_argument('--set', action='append', default=[], metavar='NAME:=VALUE',
                    help='node parameter override (repeatable)')
     p.add_argument('--source', default=str(DEFAULT_SOURCE), help='what lingbot-ros-play plays')
@@ -391,6 +460,9 @@ def parse_args(argv: Optional[list] = None) -> argparse.Namespace:
 
 
 def main(argv: Optional[list] = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ['--viewer']:
+        return viewer(argv[1:])
     args = parse_args(argv)
     os.environ.setdefault('ROS_AUTOMATIC_DISCOVERY_RANGE', 'LOCALHOST')
     report = run(args)
