@@ -364,9 +364,10 @@ class LingbotNode(LifecycleNode):
         # full collection scans them all, 114 ms on a 2-core machine, in whichever thread
         # allocates at that moment: a latency spike mid-frame. Frozen, a full collection
         # sees only what streaming made since. Cleanup unfreezes them before freeing them.
+        # After the state: a /diagnostics sent meanwhile already says inactive.
+        self.info.state = NodeState.INACTIVE
         gc.collect()
         gc.freeze()
-        self.info.state = NodeState.INACTIVE
         return SUCCESS
 
     def _configure_progress(self, text: str) -> None:
