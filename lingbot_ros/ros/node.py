@@ -364,9 +364,9 @@ class LingbotNode(LifecycleNode):
         # full collection scans them all, 114 ms on a 2-core machine, in whichever thread
         # allocates at that moment: a latency spike mid-frame. Frozen, a full collection
         # sees only what streaming made since. Cleanup unfreezes them before freeing them.
-        # After the state: a /diagnostics sent meanwhile already says inactive.
+        # No collection here: it would run the finalizers of whatever rclpy objects are
+        # garbage by now inside this transition.
         self.info.state = NodeState.INACTIVE
-        gc.collect()
         gc.freeze()
         return SUCCESS
 
