@@ -48,9 +48,11 @@ DOMAIN = dds_domain(56)
 # Unique per run: in a shared ROS_DOMAIN_ID other nodes may publish on /diagnostics too,
 # and the counts below must be this node's messages only.
 RUN = uuid.uuid4().hex[:8]
-NAME = f'lingbot_threads_{RUN}'
-TOPIC = f'/threads_{RUN}/image'
-CAMERA_STATUS = f'/{NAME}: camera {camera_names_from_topics([TOPIC])[0]}'  # <node>: <part>
+# Each executor's run has its own node name and topic: a probe of the second run that found
+# the first run's (destroyed) node still in the DDS discovery cache sent its change_state
+# there and waited for an answer that never came.
+NAMES = {kind: f'lingbot_threads_{RUN}_{kind.value}' for kind in ExecutorKind}
+TOPICS = {kind: f'/threads_{RUN}_{kind.value}/image' for kind in ExecutorKind}
 
 
 class Gate:
@@ -76,17 +78,20 @@ def rig(monkeypatch, request):
     overrides = [Parameter('image_size', value=56), Parameter('scale_frames', value=1),
                  Parameter('diagnostics_period', value=0.1),
                  Parameter('qos_reliability', value='reliable'),
-                 Parameter('queue_size', value=4), Parameter('camera_topics', value=[TOPIC]),
+                 Parameter('queue_size', value=4),
+                 Parameter('camera_topics', value=[TOPICS[request.param]]),
                  Parameter('autostart', value=False)]
     node = LingbotNode(context=ctx, parameter_overrides=overrides,
-                       cli_args=['--ros-args', '-r', f'__node:={NAME}'])
+                       cli_args=['--ros-args', '-r', f'__node:={NAMES[request.param]}'])
     executor = make_executor(request.param, EXECUTOR_THREADS, context=ctx)
     executor.add_node(node)
     spinner = threading.Thread(target=executor.spin, daemon=True)
     spinner.start()
     probe = Probe('threads_probe', domain_id=DOMAIN)
+    name, topic = NAMES[request.param], TOPICS[request.param]
     box = {'node': node, 'probe': probe, 'diags': probe.collect(DiagnosticArray, '/diagnostics'),
-           'image': probe.publisher(Image, TOPIC)}
+           'image': probe.publisher(Image, topic), 'name': name,
+           'camera_status': f'/{name}: camera {camera_names_from_topics([topic])[0]}'}
     try:
         yield box
     finally:
@@ -99,20 +104,25 @@ def rig(monkeypatch, request):
         probe.close()
 
 
+def _at(rig, leaf):
+    """Return the name of one of this run's node's services or topics."""
+    return f"/{rig['name']}/{leaf}"
+
+
 def _ours(rig):
     """Return the diagnostics arrays this node published (they carry its camera)."""
-    return [d for d in rig['diags'] if status_of(d, CAMERA_STATUS) is not None]
+    return [d for d in rig['diags'] if status_of(d, rig['camera_status']) is not None]
 
 
 def _transition(rig, transition, timeout=60):
     req = ChangeState.Request(transition=Transition(id=transition))
-    res = rig['probe'].call(ChangeState, f'/{NAME}/change_state', req, timeout)
+    res = rig['probe'].call(ChangeState, _at(rig, 'change_state'), req, timeout)
     assert res is not None, 'no answer from change_state'
     return res.success
 
 
 def _state(rig):
-    res = rig['probe'].call(GetState, f'/{NAME}/get_state', GetState.Request(), 30)
+    res = rig['probe'].call(GetState, _at(rig, 'get_state'), GetState.Request(), 30)
     return res.current_state.id
 
 
@@ -151,7 +161,7 @@ def test_reset_and_lifecycle_while_the_worker_is_inside_a_long_step(rig):
 
     # ~/reset while the step is held: answered only after the step, diagnostics flow on
     gate = _hold(rig, 1_000_000_000)
-    future = _call_async(probe, Trigger, f'/{NAME}/reset', Trigger.Request())
+    future = _call_async(probe, Trigger, _at(rig, 'reset'), Trigger.Request())
     seen = len(_ours(rig))
     probe.spin_for(1.5)
     assert not future.done()
@@ -163,7 +173,7 @@ def test_reset_and_lifecycle_while_the_worker_is_inside_a_long_step(rig):
 
     # deactivate while the step is held: it returns, diagnostics flow, publishers stay
     gate = _hold(rig, 2_000_000_000)
-    future = _call_async(probe, ChangeState, f'/{NAME}/change_state', ChangeState.Request(
+    future = _call_async(probe, ChangeState, _at(rig, 'change_state'), ChangeState.Request(
         transition=Transition(id=Transition.TRANSITION_DEACTIVATE)))
     seen = len(_ours(rig))
     assert probe.spin_until(future.done, 30) and future.result().success
@@ -171,7 +181,7 @@ def test_reset_and_lifecycle_while_the_worker_is_inside_a_long_step(rig):
     assert _state(rig) == State.PRIMARY_STATE_INACTIVE
     assert len(_workers()) == 1 and rig['node']._retired  # still inside its step
     topics = dict(probe.node.get_topic_names_and_types())
-    assert f'/{NAME}/pose' in topics  # not destroyed under a running worker
+    assert _at(rig, 'pose') in topics  # not destroyed under a running worker
 
     # activate while the old worker is still inside its step: refused, never a second one
     assert not _transition(rig, Transition.TRANSITION_ACTIVATE)
