@@ -571,9 +571,10 @@ class LingbotNode(LifecycleNode):
         """Fill in the checkpoint's sha256 once its thread has it (diagnostics timer)."""
         if self.info.checkpoint_sha256 != SHA256_PENDING:
             return
-        if digest.peek() is not None:
-            self.info.checkpoint_sha256 = digest.peek()
-            self.get_logger().info(f'checkpoint sha256 {digest.peek()}')
+        value = digest.peek()
+        if value is not None:
+            self.info.checkpoint_sha256 = value
+            self.get_logger().info(f'checkpoint sha256 {value}')
         elif digest.error is not None:
             self.info.checkpoint_sha256 = f'unreadable: {digest.error}'
             self.get_logger().warning(f'checkpoint sha256: {digest.error}')

@@ -50,7 +50,6 @@ class OutputThread:
         self._live = False     # the thread takes jobs (False: submit runs them inline)
         self._submitted = 0
         self._done = 0
-        self.waited_s = 0.0   # total time submit waited for room (a slow output)
 
     @property
     def alive(self) -> bool:
@@ -81,11 +80,8 @@ class OutputThread:
         """Hand a job over; wait while the queue is full; run it here if no thread runs."""
         with self._cond:
             if self._live:
-                if len(self._jobs) >= self._capacity:
-                    t0 = time.monotonic()
-                    while self._live and len(self._jobs) >= self._capacity:
-                        self._cond.wait(0.1)
-                    self.waited_s += time.monotonic() - t0
+                while self._live and len(self._jobs) >= self._capacity:
+                    self._cond.wait(0.1)
                 if self._live:  # still taking jobs: a draining thread takes this one too
                     self._jobs.append(job)
                     self._submitted += 1

@@ -92,7 +92,6 @@ class Outputs:
         self.map_restarts: dict = {}  # camera index -> restarts already logged
         self._last_log: dict = {}
         self._log_lock = threading.Lock()
-        self.errors = 0  # exceptions of output jobs (each reported)
         self._thread = OutputThread(self._job_failed)
 
     # --- the output thread (lifecycle thread starts and stops it) ------------------------
@@ -114,7 +113,6 @@ class Outputs:
         return self._thread.alive
 
     def _job_failed(self, exc: BaseException) -> None:
-        self.errors += 1
         self.report(None, Event.PUBLISH_FAILED,
                     f'output: {type(exc).__name__}: {exc}', Level.ERROR)
 

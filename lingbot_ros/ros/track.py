@@ -50,8 +50,9 @@ class Track:
             self._trajectory.append((stamp_ns, pose))
             if path_pose is None:
                 return
-            if self._path.maxlen != max(1, path_length):
-                self._path = deque(self._path, maxlen=max(1, path_length))
+            keep = max(1, path_length)
+            if self._path.maxlen != keep:
+                self._path = deque(self._path, maxlen=keep)
             self._path.append(path_pose)
 
     def path(self) -> list:
