@@ -51,6 +51,7 @@ import threading
 import time
 from typing import Any, Optional
 
+from lingbot_ros.ros.counters import Stage
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -146,6 +147,7 @@ def block_rows(record: CameraRecord, warmup: int, block: int, node_diag: list) -
             'publish_ms_p99': _num(d.get('publish_ms_p99')),
             'node_latency_ms_p50': _num(d.get('latency_ms_p50')),
             'node_latency_ms_p99': _num(d.get('latency_ms_p99')),
+            'stage_ms_p50': {st.value: _num(d.get(f'{st.value}_ms_p50')) for st in Stage},
             'kv_used_mb': _num(d.get('kv_used_mb')),
             'gpu_memory': n.get('gpu_memory', ''),
         })
@@ -430,6 +432,10 @@ def text_report(report: dict) -> str:
                        f"{_fmt(b.get('model_ms_p50')):>5} {_fmt(b.get('queue_wait_ms_p50')):>5}  "
                        f"{_fmt(b.get('publish_ms_p50')):>6}/{_fmt(b.get('publish_ms_p99')):<7}  "
                        f"{_fmt(b.get('overhead_ms_p50')):>9}  {b['gpu_memory']}")
+            stages = b.get('stage_ms_p50') or {}
+            if any(v is not None for v in stages.values()):
+                out.append('         stages p50 ms: ' + ', '.join(
+                    f'{k} {_fmt(v)}' for k, v in stages.items()))
     return '\n'.join(out)
 
 

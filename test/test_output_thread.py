@@ -19,6 +19,7 @@ import threading
 import time
 
 from lingbot_ros.ros.camera import CameraStream
+from lingbot_ros.ros.counters import Stage
 from lingbot_ros.ros.output_thread import OutputThread
 from lingbot_ros.ros.worker import Frame, FrameQueue, Output, Worker
 import numpy as np
@@ -116,7 +117,8 @@ class _Session:
         return [FrameResult(stamp_ns=stamp_ns, index=0, frame_type=FrameType.KEYFRAME,
                             pose_c2w=np.eye(4), pose_enc=np.zeros(9, np.float32),
                             intrinsics=eye, intrinsics_model=eye, input_hw=(4, 4),
-                            model_hw=(4, 4), timings_ms={'model': 20.0})]
+                            model_hw=(4, 4),
+                            timings_ms={'model': 20.0, 'step': 25.0, 'prepare': 1.5})]
 
     def stats(self):
         from lingbot_ros.cache.stats import CacheStats
@@ -133,9 +135,10 @@ class _HeldSink:
 
     def publish(self, output: Output):
         def send():
-            self.gate.wait()
+            began = time.monotonic()
+            self.gate.wait()  # the first frame's sending is held; the others wait their turn
             self.sent.append(output.result.stamp_ns)
-            output.delivered(100.0)
+            output.delivered(began)
         self.thread.submit(send)
 
     def report(self, *args):
@@ -169,5 +172,12 @@ def test_the_worker_steps_on_while_the_messages_are_still_being_sent():
         sink.gate.set()
         sink.thread.stop(5.0)
     assert sink.sent == [1, 2, 3, 4, 5]
-    assert cam.counters.processed == 5 and cam.counters.publish_ms.percentile(50) == 100.0
-    assert cam.counters.wait_ms.percentile(50) is not None
+    c = cam.counters
+    assert c.processed == 5 and c.stage_percentile(Stage.PUBLISH, 100) > 0.0
+    assert c.stage_percentile(Stage.QUEUE, 50) is not None
+    # the step's split, from the session's timings: model, prepare, the rest of the step
+    assert c.stage_percentile(Stage.MODEL, 50) == 20.0
+    assert c.stage_percentile(Stage.PREPARE, 50) == 1.5
+    assert c.stage_percentile(Stage.FINISH, 50) == 5.0
+    # the later frames waited for the first one's turn: the hand-over stage holds that wait
+    assert c.stage_percentile(Stage.HANDOFF, 100) > c.stage_percentile(Stage.PUBLISH, 0) >= 0

@@ -18,6 +18,7 @@ from builtin_interfaces.msg import Time
 from lingbot_ros.cache.stats import CacheStats
 from lingbot_ros.ros import diagnostics
 from lingbot_ros.ros.camera import CameraStream
+from lingbot_ros.ros.counters import Stage
 from lingbot_ros.ros.params import parse
 from lingbot_ros.ros.probe import status_of
 
@@ -40,11 +41,12 @@ def test_ok_while_frames_flow_and_values_are_numbers():
     for i in range(10):
         cam.counters.on_received(float(i))
         cam.counters.on_stepped(float(i) + 0.1, 20.0 + i)
-        cam.counters.on_processed(float(i) + 0.1, 30.0 + i, 10.0)
+        cam.counters.on_processed(float(i) + 0.1, 30.0 + i, {Stage.PUBLISH: 1.0 + i})
     level, message, v = _level(cam, 9.5)
     assert level == 0 and 'tracking' in message
     assert float(v['input_rate_hz']) == 1.0 and float(v['processed_rate_hz']) == 1.0
     assert float(v['step_ms_p50']) == 24.5 and 28.5 < float(v['step_ms_p99']) <= 29.0
+    assert float(v['publish_ms_p50']) == 5.5 and v['model_ms_p50'] == 'n/a'
     assert v['pool_use'] == 'n/a'  # nothing reserved: not a paged pool
 
 
@@ -53,7 +55,7 @@ def test_warn_on_drops_and_overflows_error_on_stall():
     for i in range(4):
         cam.counters.on_received(float(i))
     cam.counters.on_stepped(0.5, 10.0)
-    cam.counters.on_processed(0.5, 1.0, None)
+    cam.counters.on_processed(0.5, 1.0)
     cam.counters.on_dropped()
     level, message, _ = _level(cam, 1.0)
     assert level == 1 and 'drop rate 50%' in message

@@ -26,6 +26,7 @@ consistent picture hold it too.
 from __future__ import annotations
 
 from collections import Counter, deque, OrderedDict
+from enum import Enum
 import threading
 import time
 from typing import Any, Deque, Mapping, Optional
@@ -80,6 +81,27 @@ class RateMeter:
         return (len(times) - 1) / span
 
 
+class Stage(Enum):
+    """
+    The parts of one frame's latency in the node, in order; /diagnostics has p50 and p99 of each.
+
+    The image stamp to the frame's last message is their sum, less the wait for the
+    output thread's turn (HANDOFF) where the previous frame's messages are still going out.
+    """
+
+    ARRIVAL = 'arrival'       # image stamp -> the callback took it, on the node's clock
+    CONVERT = 'convert'       # the callback's conversion to an RGB array
+    QUEUE = 'queue_wait'      # the frame queued -> its step began
+    PREPARE = 'prepare'       # resize and normalise, on the model's device
+    MODEL = 'model'           # the model call, outputs on the host
+    FINISH = 'finish'         # the rest of the step: pose and intrinsics, the cache's commit
+    HANDOFF = 'handoff'       # the step's end -> the output thread began the frame
+    PUBLISH = 'publish'       # building and sending the frame's messages
+
+
+ARRIVAL_MAX_MS = 10_000.0  # older stamps (a bag of another day, another clock) are not timed
+
+
 class CameraCounters:
     """What one camera stream has seen; the numbers /diagnostics reports."""
 
@@ -101,10 +123,8 @@ class CameraCounters:
         self.input_rate = RateMeter(window)
         self.processed_rate = RateMeter(window)
         self.step_ms = Window(window)
-        self.model_ms = Window(window)
         self.latency_ms = Window(window)
-        self.wait_ms = Window(window)     # frame received -> its step began (the queue)
-        self.publish_ms = Window(window)  # building and sending one frame's messages
+        self.stage_ms = {stage: Window(window) for stage in Stage}
         self.outcomes: Deque[bool] = deque(maxlen=max(2, window))  # True: dropped
 
     def resize(self, window: int) -> None:
@@ -112,8 +132,8 @@ class CameraCounters:
             self._resize(window)
 
     def _resize(self, window: int) -> None:
-        for meter in (self.input_rate, self.processed_rate, self.step_ms, self.model_ms,
-                      self.latency_ms, self.wait_ms, self.publish_ms):
+        for meter in (self.input_rate, self.processed_rate, self.step_ms, self.latency_ms,
+                      *self.stage_ms.values()):
             meter.resize(window)
         if self.outcomes.maxlen != max(2, window):
             self.outcomes = deque(self.outcomes, maxlen=max(2, window))
@@ -159,26 +179,38 @@ class CameraCounters:
         with self.lock:
             self.buffered = frames
 
-    def on_stepped(self, now: float, step_ms: float, wait_ms: Optional[float] = None) -> None:
+    def on_converted(self, arrival_ms: Optional[float], convert_ms: float) -> None:
+        """Count the image callback's part: the stamp's age on arrival, the conversion."""
+        with self.lock:
+            if arrival_ms is not None and 0.0 <= arrival_ms <= ARRIVAL_MAX_MS:
+                self.stage_ms[Stage.ARRIVAL].add(arrival_ms)
+            self.stage_ms[Stage.CONVERT].add(convert_ms)
+
+    def on_stepped(self, now: float, step_ms: float,
+                   stages: Optional[Mapping[Stage, Optional[float]]] = None) -> None:
         with self.lock:
             self.last_stepped = now
             self.step_ms.add(step_ms)
-            if wait_ms is not None:
-                self.wait_ms.add(wait_ms)
+            self._add_stages(stages)
 
     def on_processed(self, now: float, latency_ms: Optional[float],
-                     model_ms: Optional[float], publish_ms: Optional[float] = None) -> None:
+                     stages: Optional[Mapping[Stage, Optional[float]]] = None) -> None:
         with self.lock:
-            if publish_ms is not None:
-                self.publish_ms.add(publish_ms)
+            self._add_stages(stages)
             self.processed += 1
             self.last_processed = now
             self.processed_rate.tick(now)
             self.outcomes.append(False)
             if latency_ms is not None:
                 self.latency_ms.add(latency_ms)
-            if model_ms is not None:
-                self.model_ms.add(model_ms)
+
+    def _add_stages(self, stages: Optional[Mapping[Stage, Optional[float]]]) -> None:
+        for stage, ms in (stages or {}).items():
+            if ms is not None:
+                self.stage_ms[stage].add(ms)
+
+    def stage_percentile(self, stage: Stage, q: float) -> Optional[float]:
+        return self.stage_ms[stage].percentile(q)
 
     def rejected_count(self, reason: Rejection) -> int:
         with self.lock:

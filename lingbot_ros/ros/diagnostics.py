@@ -35,6 +35,7 @@ from typing import Any, Optional
 
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from lingbot_ros.ros.camera import CameraStream
+from lingbot_ros.ros.counters import Stage
 from lingbot_ros.ros.params import DiagParams
 from lingbot_ros.ros.reasons import Rejection
 
@@ -275,14 +276,13 @@ def _camera_status(cam: CameraStream, info: NodeInfo, diag: DiagParams,
         ('drop_rate', f'{drop_rate:.3f}'),
         ('step_ms_p50', _ms(c.step_ms.percentile(50))),
         ('step_ms_p99', _ms(c.step_ms.percentile(99))),
-        ('model_ms_p50', _ms(c.model_ms.percentile(50))),
-        ('model_ms_p99', _ms(c.model_ms.percentile(99))),
         ('latency_ms_p50', _ms(c.latency_ms.percentile(50))),
         ('latency_ms_p99', _ms(c.latency_ms.percentile(99))),
-        ('queue_wait_ms_p50', _ms(c.wait_ms.percentile(50))),
-        ('queue_wait_ms_p99', _ms(c.wait_ms.percentile(99))),
-        ('publish_ms_p50', _ms(c.publish_ms.percentile(50))),
-        ('publish_ms_p99', _ms(c.publish_ms.percentile(99))),
+    ]
+    for stage in Stage:  # where a frame's latency goes, in the order a frame meets them
+        values += [(f'{stage.value}_ms_p50', _ms(c.stage_percentile(stage, 50))),
+                   (f'{stage.value}_ms_p99', _ms(c.stage_percentile(stage, 99)))]
+    values += [
         ('backend', info.backend), ('dtype', info.dtype), ('device', info.device),
     ]
     if m is not None:

@@ -78,11 +78,12 @@ class Intake:
     def on_image(self, cam: CameraStream, msg: Any, compressed: bool,
                  info: Optional[dict] = None) -> None:
         """Take one image: count, convert, admit its stamp, hand it to the worker's queue."""
-        now = time.monotonic()
+        now, clock_ns = time.monotonic(), self._node.get_clock().now().nanoseconds
         queue = self._queue()  # the activation's queue, for this whole frame
         gate = cam.intake
         cam.counters.on_lost(gate.gaps.observe(info))
         cam.counters.on_received(now)
+        stamp = messages.stamp_ns(msg.header.stamp)
         try:
             converter = self._converter()
             rgb = converter.compressed(msg) if compressed else converter.image(msg)
@@ -90,7 +91,8 @@ class Intake:
             cam.counters.on_rejected(exc.reason)
             self._report(cam, exc.reason, f'image rejected: {exc}', Level.WARN)
             return
-        stamp = messages.stamp_ns(msg.header.stamp)
+        cam.counters.on_converted((clock_ns - stamp) / 1e6 if stamp else None,
+                                  (time.monotonic() - now) * 1e3)
         verdict = gate.admit(stamp)
         if verdict == StampVerdict.DUPLICATE:
             cam.counters.on_rejected(Rejection.DUPLICATE_STAMP)

@@ -165,11 +165,11 @@ class Outputs:
             maps.clear(cam.index)  # in order with the keyframes queued before
 
     def _send_frame(self, output: Output) -> None:
-        t0 = time.monotonic()
+        began = time.monotonic()
         try:
             self._send_result(output.camera, output.result)
         finally:
-            output.delivered((time.monotonic() - t0) * 1e3)
+            output.delivered(began)
 
     def _send_result(self, cam: CameraStream, result: FrameResult) -> None:
         """Publish everything enabled for one result, stamped with the input's stamp."""

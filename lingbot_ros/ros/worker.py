@@ -24,13 +24,14 @@ never waits on the GPU. Nothing in this module imports rclpy: the node hands in 
 from __future__ import annotations
 
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 import threading
 import time
 from typing import Any, Callable, Deque, Optional, Protocol
 
 from lingbot_ros.model.config import ConfigError
 from lingbot_ros.ros.camera import CameraStream, RESIZE_AFTER
+from lingbot_ros.ros.counters import Stage
 from lingbot_ros.ros.reasons import Event, Level, Rejection, Topic
 from lingbot_ros.streaming.result import FrameResult
 from lingbot_ros.streaming.session import FrameRejected, SizeChanged
@@ -121,13 +122,20 @@ class Output:
     camera: CameraStream
     result: FrameResult
     received: Optional[float]  # monotonic receive time of its frame (None: unknown)
+    handed: float = field(default_factory=time.monotonic)  # when the worker handed it over
 
-    def delivered(self, publish_ms: Optional[float] = None) -> None:
-        """Count the frame as processed; the sink calls it once the frame's messages are out."""
+    def delivered(self, began: Optional[float] = None) -> None:
+        """
+        Count the frame as processed; the sink calls it once the frame's messages are out.
+
+        ``began``: when the sink started on the frame (monotonic), which splits the time
+        since the hand-over into the wait for the sink's turn and the sending itself.
+        """
         done = time.monotonic()
         latency = None if self.received is None else (done - self.received) * 1e3
-        self.camera.counters.on_processed(done, latency, self.result.timings_ms.get('model'),
-                                          publish_ms)
+        stages = {} if began is None else {Stage.HANDOFF: (began - self.handed) * 1e3,
+                                           Stage.PUBLISH: (done - began) * 1e3}
+        self.camera.counters.on_processed(done, latency, stages)
 
 
 class Sink(Protocol):
@@ -306,7 +314,7 @@ class Worker:
             self._reject(cam, Rejection.ERROR, f'{type(exc).__name__}: {exc}', Level.ERROR)
             return
         now = time.monotonic()
-        cam.counters.on_stepped(now, (now - t0) * 1e3, waited_ms)
+        cam.counters.on_stepped(now, (now - t0) * 1e3, _stages(results, waited_ms))
         cam.counters.set_buffered(0 if results else cam.counters.buffered + 1)
         if results:
             self._follow_map(cam, results[0].map_epoch)
@@ -372,6 +380,16 @@ class Worker:
     def _reject(self, cam: CameraStream, reason: Rejection, text: str, level: Level) -> None:
         cam.counters.on_rejected(reason)
         self.sink.report(cam, reason, text, level)
+
+
+def _stages(results: list, waited_ms: Optional[float]) -> dict:
+    """Split the step's part of the latency (a streamed frame's; the scale call's is not)."""
+    stages = {Stage.QUEUE: waited_ms}
+    if len(results) == 1 and 'step' in results[0].timings_ms:
+        t = results[0].timings_ms
+        stages.update({Stage.PREPARE: t.get('prepare'), Stage.MODEL: t['model'],
+                       Stage.FINISH: t['step'] - t['model']})
+    return stages
 
 
 def _finite(result: FrameResult) -> bool:

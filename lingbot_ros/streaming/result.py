@@ -57,7 +57,9 @@ class FrameResult:
     depth: Optional[np.ndarray] = None       # [H, W] float32, model grid
     confidence: Optional[np.ndarray] = None  # [H, W] float32, > 1
     colors: Optional[np.ndarray] = None      # [H, W, 3] uint8 RGB, model grid
-    timings_ms: dict = field(default_factory=dict)  # e.g. {'model': .., 'step': ..}
+    # host milliseconds: 'model' (the call, outputs on the host); a streamed frame also has
+    # 'prepare' (resize) and 'step' (its call from start to commit, prepare not included)
+    timings_ms: dict = field(default_factory=dict)
 
     @property
     def is_keyframe(self) -> bool:

@@ -307,8 +307,10 @@ class Session:
                               'to change size')
         if self._ctx.prepare is None:
             raise RuntimeError('this session has no frame preprocessing; use run()')
+        t0 = time.perf_counter()
         prepared = self._ctx.prepare(image_rgb, self._cfg)
-        return self._feed(prepared, int(stamp_ns), self._cfg.scale_frames)
+        return self._feed(prepared, int(stamp_ns), self._cfg.scale_frames,
+                          prepare_ms=(time.perf_counter() - t0) * 1e3)
 
     # --- array entry point ----------------------------------------------------------------
 
@@ -344,7 +346,7 @@ class Session:
     # --- the state machine ------------------------------------------------------------
 
     def _feed(self, prep: Prepared, stamp_ns: int, scale: int,
-              keep_records: bool = False) -> list:
+              keep_records: bool = False, prepare_ms: Optional[float] = None) -> list:
         model_hw = tuple(prep.image.shape[-2:])
         if self._model_hw is not None and model_hw != self._model_hw:
             raise SizeChanged(f"model grid {model_hw} differs from the stream's "
@@ -357,7 +359,7 @@ class Session:
                 return []
             records = self._run_scale()
         else:
-            records = [self._run_stream(prep, stamp_ns)]
+            records = [self._run_stream(prep, stamp_ns, prepare_ms)]
         for rec in records:
             self.trajectory.append((rec.result.stamp_ns, rec.result.pose_c2w))
         return records if keep_records else [r.result for r in records]
@@ -441,7 +443,8 @@ class Session:
             rec.depth_conf = None
         return rec
 
-    def _run_stream(self, prep: Prepared, stamp_ns: int) -> _Record:
+    def _run_stream(self, prep: Prepared, stamp_ns: int,
+                    prepare_ms: Optional[float] = None) -> _Record:
         t0 = time.perf_counter()
         if self._window.time >= self.window_limit:
             self._open_window()
@@ -500,6 +503,8 @@ class Session:
         else:
             self._rollbacks += 1
         timings = dict(rec.result.timings_ms, step=(time.perf_counter() - t0) * 1e3)
+        if prepare_ms is not None:
+            timings['prepare'] = prepare_ms
         rec.result = replace(rec.result, timings_ms=timings)
         return self._published(rec)
 
