@@ -5,7 +5,9 @@
 # 640x480 rgb8 from the courthouse images. Run from the repository root after the wheel
 # install line of ../shared/device/README.md; OUT is the folder the results go to.
 # Usage: benchmarks/live_h200.sh [FRAMES_15HZ] [STEPS...]
-#   steps: dds prepare 15 rclpy 30 two soak restart
+#   steps: dds prepare 15 rclpy 30 two soak restart outputs30
+#   outputs30: 30 Hz three times, all outputs; without the map and the path; the pose alone
+#   (odometry, TF, camera_info): what each group of outputs costs the step and its p99
 #   restart: a random-weight checkpoint file of the structure (untimed), then the node started
 #   on it twice (start-up by phase in the node's log and the report's first lines)
 set -uo pipefail
@@ -46,6 +48,13 @@ for step in $STEPS; do
                --set executor:=rclpy ;;
     30) run live_30hz $((N / 10 + 90)) --rate 30 --frames $((N * 8 / 3)) --block 500 ;;
     two) run live_2cam_15hz $((N / 15 + 90)) --rate 15 --frames "$N" --cameras 2 ;;
+    outputs30) n30=$((N * 2))
+               run live_30hz_all $((n30 / 30 + 90)) --rate 30 --frames $n30 --block 500
+               run live_30hz_no_map_path $((n30 / 30 + 90)) --rate 30 --frames $n30 --block 500 \
+                   --set publish_map:=false --set publish_path:=false
+               run live_30hz_pose_only $((n30 / 30 + 90)) --rate 30 --frames $n30 --block 500 \
+                   --set publish_map:=false --set publish_path:=false --set publish_depth:=false \
+                   --set publish_points:=false ;;
     soak) run live_30hz_10k 520 --rate 30 --frames 10000 --block 1000 --warmup 200 ;;
     restart) CKPT=${CKPT:-/tmp/lingbot_random_$PRESET.safetensors}
              [[ -f $CKPT ]] || $PY benchmarks/random_checkpoint.py --preset $PRESET --out "$CKPT" \

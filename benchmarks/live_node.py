@@ -148,6 +148,8 @@ def block_rows(record: CameraRecord, warmup: int, block: int, node_diag: list) -
             'node_latency_ms_p50': _num(d.get('latency_ms_p50')),
             'node_latency_ms_p99': _num(d.get('latency_ms_p99')),
             'stage_ms_p50': {st.value: _num(d.get(f'{st.value}_ms_p50')) for st in Stage},
+            'publish_ms_p50_by_output': d.get('publish_ms_p50_by_output', ''),
+            'publish_ms_p99_by_output': d.get('publish_ms_p99_by_output', ''),
             'kv_used_mb': _num(d.get('kv_used_mb')),
             'gpu_memory': n.get('gpu_memory', ''),
         })
@@ -343,8 +345,8 @@ def run(args: argparse.Namespace) -> dict:
     names = [f'cam{i}' for i in range(args.cameras)] if args.cameras > 1 else ['camera']
     topics = [f'/live/{n}/image_raw' for n in names]
     records = [CameraRecord(n, t) for n, t in zip(names, topics)]
-    last_output = 'points' if any('publish_points:=true' in s for s in args.set) else \
-        'camera_info'
+    points = [s.split(':=', 1)[1] for s in args.set if s.startswith('publish_points:=')]
+    last_output = 'points' if points and points[-1] == 'true' else 'camera_info'  # last wins
     counter = Counter(records, args.cameras > 1, last_output)
     log = open(args.node_log, 'w') if args.node_log else subprocess.DEVNULL
     started = time.monotonic()
@@ -436,6 +438,9 @@ def text_report(report: dict) -> str:
             if any(v is not None for v in stages.values()):
                 out.append('         stages p50 ms: ' + ', '.join(
                     f'{k} {_fmt(v)}' for k, v in stages.items()))
+            if b.get('publish_ms_p50_by_output'):
+                out.append(f"         publish p50 ms: {b['publish_ms_p50_by_output']}; "
+                           f"p99: {b['publish_ms_p99_by_output']}")
     return '\n'.join(out)
 
 

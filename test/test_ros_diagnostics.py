@@ -47,6 +47,12 @@ def test_ok_while_frames_flow_and_values_are_numbers():
     assert float(v['input_rate_hz']) == 1.0 and float(v['processed_rate_hz']) == 1.0
     assert float(v['step_ms_p50']) == 24.5 and 28.5 < float(v['step_ms_p99']) <= 29.0
     assert float(v['publish_ms_p50']) == 5.5 and v['model_ms_p50'] == 'n/a'
+    assert v['publish_ms_p50_by_output'] == 'n/a'
+    cam.counters.on_output_sent('pose', 0.25)
+    cam.counters.on_output_sent('depth', 2.0)
+    cam.counters.on_output_sent('depth', 4.0)
+    _, _, v = _level(cam, 9.5)
+    assert v['publish_ms_p50_by_output'] == 'pose 0.2, depth 3.0'
     assert v['pool_use'] == 'n/a'  # nothing reserved: not a paged pool
 
 

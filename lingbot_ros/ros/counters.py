@@ -125,6 +125,8 @@ class CameraCounters:
         self.step_ms = Window(window)
         self.latency_ms = Window(window)
         self.stage_ms = {stage: Window(window) for stage in Stage}
+        self.output_ms: dict = {}  # output name -> Window of its build-and-send times
+        self._window = window
         self.outcomes: Deque[bool] = deque(maxlen=max(2, window))  # True: dropped
 
     def resize(self, window: int) -> None:
@@ -133,8 +135,9 @@ class CameraCounters:
 
     def _resize(self, window: int) -> None:
         for meter in (self.input_rate, self.processed_rate, self.step_ms, self.latency_ms,
-                      *self.stage_ms.values()):
+                      *self.stage_ms.values(), *self.output_ms.values()):
             meter.resize(window)
+        self._window = window
         if self.outcomes.maxlen != max(2, window):
             self.outcomes = deque(self.outcomes, maxlen=max(2, window))
 
@@ -166,6 +169,14 @@ class CameraCounters:
     def on_publish_failed(self, output: str) -> None:
         with self.lock:
             self.publish_failures[output] += 1
+
+    def on_output_sent(self, output: str, ms: float) -> None:
+        """Time one output's build and send (the outputs are the node's fixed few)."""
+        with self.lock:
+            window = self.output_ms.get(output)
+            if window is None:
+                window = self.output_ms[output] = Window(self._window)
+            window.add(ms)
 
     def on_stamp_reset(self) -> None:
         with self.lock:

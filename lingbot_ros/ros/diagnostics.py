@@ -282,6 +282,9 @@ def _camera_status(cam: CameraStream, info: NodeInfo, diag: DiagParams,
     for stage in Stage:  # where a frame's latency goes, in the order a frame meets them
         values += [(f'{stage.value}_ms_p50', _ms(c.stage_percentile(stage, 50))),
                    (f'{stage.value}_ms_p99', _ms(c.stage_percentile(stage, 99)))]
+    for q in (50, 99):  # each output's build and send (~/map_points: the map timer's)
+        values.append((f'publish_ms_p{q}_by_output', ', '.join(
+            f'{name} {_ms(w.percentile(q))}' for name, w in c.output_ms.items()) or 'n/a'))
     values += [
         ('backend', info.backend), ('dtype', info.dtype), ('device', info.device),
     ]

@@ -135,10 +135,16 @@ class Outputs:
         log = self._node.get_logger()
         (log.error if level == Level.ERROR else log.warning)(line)
 
-    def _send(self, cam: CameraStream, output: str, action: Callable[[], None]) -> None:
-        """Publish one output; a failure loses only it, counted and reported."""
+    def _send(self, cam: CameraStream, output: str, action: Callable[[], Optional[bool]]) -> None:
+        """
+        Publish one output (timed, unless ``action`` says False: nothing was due).
+
+        A failure loses only this output, counted and reported.
+        """
+        t0 = time.monotonic()
         try:
-            action()
+            if action() is not False:
+                cam.counters.on_output_sent(output, (time.monotonic() - t0) * 1e3)
         except Exception as exc:  # noqa: BLE001 (a bad message must not cost the others)
             if self._stopping():
                 return  # the process is stopping: a publisher may already be gone, no error
@@ -214,13 +220,16 @@ class Outputs:
             maps.submit(cam.index, result, pose)  # merged by the map thread
 
     def _publish_path(self, cam: CameraStream, pubs: CameraPublishers, pose_msg: PoseStamped,
-                      map_frame: str) -> None:
+                      map_frame: str) -> bool:
+        """Send the path when path_period has passed (costly: every pose, each time)."""
         now = time.monotonic()
-        if now - pubs.path_sent >= self._params().outputs.path_period:  # costly to send
-            pubs.path_sent = now
-            pubs.path.publish(PathMsg(header=Header(stamp=pose_msg.header.stamp,
-                                                    frame_id=map_frame),
-                                      poses=cam.track.path()))
+        if now - pubs.path_sent < self._params().outputs.path_period:
+            return False
+        pubs.path_sent = now
+        pubs.path.publish(PathMsg(header=Header(stamp=pose_msg.header.stamp,
+                                                frame_id=map_frame),
+                                  poses=cam.track.path()))
+        return True
 
     def publish_maps(self) -> None:
         """Send each camera's map every map_period, when it changed since the last one."""
