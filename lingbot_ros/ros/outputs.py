@@ -32,7 +32,7 @@ import time
 from typing import Any, Callable, Optional
 
 from geometry_msgs.msg import PoseStamped
-from lingbot_ros.ros import messages
+from lingbot_ros.ros import messages, path_cdr
 from lingbot_ros.ros.camera import CameraStream
 from lingbot_ros.ros.map_thread import MapThread
 from lingbot_ros.ros.output_thread import OutputThread
@@ -43,6 +43,7 @@ from lingbot_ros.streaming.result import FrameResult
 from nav_msgs.msg import Odometry, Path as PathMsg
 from rclpy.node import Node
 from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
+from rclpy.serialization import deserialize_message
 from sensor_msgs.msg import CameraInfo, Image, PointCloud2
 from std_msgs.msg import Header
 
@@ -194,7 +195,7 @@ class Outputs:
                 messages.odometry(pose, stamp, map_frame, child, cam.track.previous,
                                   out.pose_covariance, out.twist_covariance,
                                   pose=pose_msg.pose)))
-        cam.track.add(stamp, pose, pose_msg if out.publish_path else None,
+        cam.track.add(stamp, pose, path_cdr.pose_cdr(pose_msg) if out.publish_path else None,
                       out.path_max_length)
         # the large outputs are built only while someone listens (RViz, a recorder, a
         # driver of depth_image_proc): unread, a frame's depth and points and the whole
@@ -226,9 +227,13 @@ class Outputs:
         if now - pubs.path_sent < self._params().outputs.path_period:
             return False
         pubs.path_sent = now
-        pubs.path.publish(PathMsg(header=Header(stamp=pose_msg.header.stamp,
-                                                frame_id=map_frame),
-                                  poses=cam.track.path()))
+        header = Header(stamp=pose_msg.header.stamp, frame_id=map_frame)
+        poses = cam.track.path()  # serialized poses (path_cdr), each serialized once
+        if path_cdr.assembly_holds(map_frame):
+            pubs.path.publish(path_cdr.path_cdr(header, poses))
+        else:  # another rmw's encoding: a message, converted pose by pose as it goes out
+            pubs.path.publish(PathMsg(header=header, poses=[
+                deserialize_message(p, PoseStamped) for p in poses]))
         return True
 
     def publish_maps(self) -> None:
