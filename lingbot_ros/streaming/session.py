@@ -57,6 +57,7 @@ from lingbot_ros.cache.stats import CacheStats
 from lingbot_ros.model.config import ConfigError, ModelConfig, SPECIAL_TOKENS
 from lingbot_ros.streaming.caches import CacheFactory, CacheSpec, StreamCache
 from lingbot_ros.streaming.config import StreamConfig
+from lingbot_ros.streaming.host import to_host
 from lingbot_ros.streaming.keyframes import make_policy
 from lingbot_ros.streaming.result import FrameResult, FrameType
 from lingbot_ros.streaming.trajectory import (intrinsics_from_fov, invert_rigid,
@@ -149,8 +150,10 @@ class _Record:
     flow_px: float = math.nan
 
 
-def _host(t: Optional[torch.Tensor]) -> Optional[np.ndarray]:
-    return None if t is None else t.detach().float().cpu().numpy()
+def _colors(images: torch.Tensor) -> torch.Tensor:
+    """Return the model input as the uint8 RGB ``[S, H, W, 3]`` that colours the points."""
+    return (images.detach().float().clamp(0, 1) * 255).round().to(torch.uint8) \
+        .permute(0, 2, 3, 1)
 
 
 OutOfMemory = torch.cuda.OutOfMemoryError
@@ -590,12 +593,13 @@ class Session:
                                   scale_frames=scale, global_cache=window.agg,
                                   camera_cache=window.camera, with_depth=with_depth,
                                   camera_iterations=self._cfg.camera_iterations)
-            host = {
-                'pose_enc': _host(out.pose_enc), 'pose_enc_iters': _host(out.pose_enc_iters),
-                'depth': _host(out.depth) if with_depth else None,
-                'depth_conf': _host(out.depth_conf) if with_depth else None,
-                'camera_tokens': _host(out.camera_tokens),
-            }
+            host = to_host({
+                'pose_enc': out.pose_enc, 'pose_enc_iters': out.pose_enc_iters,
+                'depth': out.depth if with_depth else None,
+                'depth_conf': out.depth_conf if with_depth else None,
+                'colors': _colors(images) if with_depth else None,
+                'camera_tokens': out.camera_tokens,
+            })
             if not np.all(np.isfinite(host['pose_enc'])):
                 raise FrameRejected('the model returned a non-finite pose; frame dropped')
         except BaseException:
@@ -685,9 +689,8 @@ class Session:
         depth = conf = colors = None
         if host['depth'] is not None:
             depth = (host['depth'][j, ..., 0] * sim3.scale).astype(np.float32)
-            conf = host['depth_conf'][j].astype(np.float32)
-            colors = (prep.image.detach().float().clamp(0, 1) * 255).round().to(torch.uint8)
-            colors = colors.permute(1, 2, 0).cpu().numpy()
+            conf = host['depth_conf'][j]
+            colors = host['colors'][j]
         result = FrameResult(
             stamp_ns=stamp_ns, index=self._index, frame_type=ftype, pose_c2w=pose,
             pose_enc=enc, intrinsics=np.asarray(prep.model_to_input, np.float64) @ k_model,
