@@ -197,7 +197,8 @@ def test_n_frames_give_n_poses_with_the_same_stamps(rig):
     assert rig['info'][-1].header.frame_id == 'dds_camera'
     assert rig['info'][-1].width == 64 and rig['info'][-1].height == 48
     assert rig['depth'][-1].encoding == '32FC1' and rig['points'][-1].width > 0
-    assert len(rig['path'][-1].poses) == len(stamps)
+    # ~/path (sent as assembled bytes) holds exactly the poses ~/pose sent, in order
+    assert rig['path'][-1].poses == rig['poses']
     for p in rig['poses']:
         q = p.pose.orientation
         assert abs(q.x ** 2 + q.y ** 2 + q.z ** 2 + q.w ** 2 - 1) < 1e-6
