@@ -85,8 +85,8 @@ class Stage(Enum):
     """
     The parts of one frame's latency in the node, in order; /diagnostics has p50 and p99 of each.
 
-    The image stamp to the frame's last message is their sum, less the wait for the
-    output thread's turn (HANDOFF) where the previous frame's messages are still going out.
+    Together they cover the image stamp to the frame's last message sent: HANDOFF holds the
+    wait for the output thread's turn while the previous frame's messages still go out.
     """
 
     ARRIVAL = 'arrival'       # image stamp -> the callback took it, on the node's clock

@@ -222,7 +222,7 @@ class Outputs:
 
     def _publish_path(self, cam: CameraStream, pubs: CameraPublishers, pose_msg: PoseStamped,
                       map_frame: str) -> bool:
-        """Send the path when path_period has passed (costly: every pose, each time)."""
+        """Send the whole path once path_period has passed; False when it was not due."""
         now = time.monotonic()
         if now - pubs.path_sent < self._params().outputs.path_period:
             return False

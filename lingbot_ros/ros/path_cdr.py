@@ -71,7 +71,7 @@ def _align4(n: int) -> int:
 
 @functools.lru_cache(maxsize=None)
 def assembly_holds(frame_id: str) -> bool:
-    """Whether assembled paths equal rclpy's own serialization here (checked once a frame)."""
+    """Whether an assembled path reads back as the Path it holds (checked once a frame name)."""
     poses = []
     for i in range(3):
         pose = PoseStamped(header=Header(frame_id=frame_id))

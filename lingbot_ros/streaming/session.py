@@ -688,7 +688,7 @@ class Session:
         k_model = intrinsics_from_fov(enc[7], enc[8], h, w)
         depth = conf = colors = None
         if host['depth'] is not None:
-            depth = (host['depth'][j, ..., 0] * sim3.scale).astype(np.float32)
+            depth = (host['depth'][j, ..., 0] * sim3.scale).astype(np.float32, copy=False)
             conf = host['depth_conf'][j]
             colors = host['colors'][j]
         result = FrameResult(
