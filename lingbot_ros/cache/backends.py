@@ -151,13 +151,21 @@ def storable(x: torch.Tensor, kv_dtype: torch.dtype) -> torch.Tensor:
     return x.clamp(-FP8_MAX, FP8_MAX) if is_fp8(kv_dtype) else x
 
 
-def sdpa_run(q: torch.Tensor, k_run: torch.Tensor, v_run: torch.Tensor) -> torch.Tensor:
-    """Attention of ``q`` [1, H, N, D] over a contiguous run ``[tokens, H, D]`` (views)."""
+def sdpa_run(q: torch.Tensor, k_run: torch.Tensor, v_run: torch.Tensor,
+             mask: Optional[torch.Tensor] = None) -> torch.Tensor:
+    """
+    Attention of ``q`` [1, H, N, D] over a contiguous run ``[tokens, H, D]`` (views).
+
+    ``mask`` (bool ``[tokens]``, True = visible) lets a fixed run stand for a visible set
+    whose length changes, as a CUDA graph needs.
+    """
     dtype = compute_dtype(q.dtype, k_run.dtype)
     k = k_run.permute(1, 0, 2).unsqueeze(0).to(dtype)
     v = v_run.permute(1, 0, 2).unsqueeze(0).to(dtype)
+    attn_mask = None if mask is None else mask.view(1, 1, 1, -1)
     with _sdpa_context(q.device):
-        return F.scaled_dot_product_attention(q.to(dtype), k, v).to(q.dtype)
+        return F.scaled_dot_product_attention(q.to(dtype), k, v,
+                                              attn_mask=attn_mask).to(q.dtype)
 
 
 def paged_sdpa_run(q: torch.Tensor, k_pages: torch.Tensor, v_pages: torch.Tensor,
@@ -215,12 +223,13 @@ def release_workspaces() -> None:
     _workspaces.clear()
 
 
-def _flashinfer_wrapper(kind: str, device: torch.device, kernel: str):
+def _flashinfer_wrapper(kind: str, device: torch.device, kernel: str, **graph_buffers):
     """Build FlashInfer's ``Batch<kind>Wrapper`` (NHD) over the device's shared workspace."""
     mod, why = flashinfer_module()
     if mod is None:
         raise RuntimeError(why)
-    return getattr(mod, f'Batch{kind}Wrapper')(shared_workspace(device), 'NHD', backend=kernel)
+    return getattr(mod, f'Batch{kind}Wrapper')(shared_workspace(device), 'NHD', backend=kernel,
+                                               **graph_buffers)
 
 
 class FlashInferPaged:
@@ -269,19 +278,33 @@ class FlashInferRagged:
 
     The index arrays live in two small host tensors updated in place (``plan`` reads
     them on the host), so a frame builds no tensors from Python lists.
+
+    ``graph=True`` builds FlashInfer's CUDA-graph mode: ``plan`` writes the request into
+    fixed device buffers, so a ``run`` captured in a graph serves every later plan with
+    the same query count. Its keys are then passed whole (a layer's fixed flat view) and
+    the plan's ``kv_offset`` says where the visible run starts in them. Plans copy from
+    the host tensors without waiting; the next plan comes a frame later, after the
+    frame's outputs were read back, so the copy has long been done.
     """
 
-    def __init__(self, device: torch.device, kernel: str = 'auto') -> None:
-        self.wrapper = _flashinfer_wrapper('PrefillWithRaggedKVCache', device, kernel)
+    def __init__(self, device: torch.device, kernel: str = 'auto', graph: bool = False) -> None:
+        buffers = {}
+        if graph:
+            buffers = {'use_cuda_graph': True,
+                       'qo_indptr_buf': torch.zeros(2, dtype=torch.int32, device=device),
+                       'kv_indptr_buf': torch.zeros(2, dtype=torch.int32, device=device)}
+        self.wrapper = _flashinfer_wrapper('PrefillWithRaggedKVCache', device, kernel, **buffers)
         pin = torch.device(device).type == 'cuda'
         self._qo = torch.zeros(2, dtype=torch.int32, pin_memory=pin)
         self._kv = torch.zeros(2, dtype=torch.int32, pin_memory=pin)
 
     def plan(self, queries: int, keys: int, heads: int, head_dim: int,
-             dtype: torch.dtype, kv_dtype: Optional[torch.dtype] = None) -> None:
-        """Plan one request of ``queries`` (``dtype``) over ``keys`` tokens (``kv_dtype``)."""
+             dtype: torch.dtype, kv_dtype: Optional[torch.dtype] = None,
+             kv_offset: int = 0) -> None:
+        """Plan ``queries`` (``dtype``) over ``keys`` tokens (``kv_dtype``) from ``kv_offset``."""
         self._qo[1] = queries
-        self._kv[1] = keys
+        self._kv[0] = kv_offset
+        self._kv[1] = kv_offset + keys
         self.wrapper.plan(self._qo, self._kv, heads, heads, head_dim, causal=False,
                           q_data_type=dtype, kv_data_type=kv_dtype or dtype)
 

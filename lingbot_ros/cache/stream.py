@@ -25,6 +25,12 @@ run; page moves it asks for are copied for all layers at once.
 A call that would not fit raises :class:`CacheOverflow` from ``begin`` with the state
 unchanged; ``check`` answers the same question without raising. ``stats`` reads host
 counters only.
+
+For a CUDA graph that holds the whole frame, ``stage`` (after ``begin``) puts where the
+call's keys go and what it sees into fixed device buffers, and ``attend_staged`` reads
+only those and the pool's fixed addresses: keys are scattered by index, FlashInfer runs
+in its graph mode over the layer's whole flat view, SDPA masks the stream's whole
+region. The same kernels then serve every later call of that size.
 """
 
 from __future__ import annotations
@@ -68,6 +74,7 @@ class PagedStreamCache:
         self.page_moves = 0           # pages copied (all layers) to keep runs contiguous
         self.generation = 0           # bumps whenever the visible layout changes
         self._planned: Optional[tuple] = None
+        self._staged: Optional[_Staged] = None
         self.reset()
 
     @classmethod
@@ -281,3 +288,114 @@ class PagedStreamCache:
         """Store the call's k, v for ``layer`` and attend over the visible set."""
         self._write(layer, k, v)
         return self.attend_cached(layer, q)
+
+    # --- attention inside a CUDA graph ------------------------------------------------------
+
+    @property
+    def capturable(self) -> bool:
+        """Whether ``attend_staged`` may be captured (paged_sdpa gathers on the host)."""
+        return self.backend != 'paged_sdpa'
+
+    def stage(self) -> bool:
+        """
+        Write the open call's positions and visible range into the fixed staging buffers.
+
+        Returns False (and stages nothing) when the call cannot run staged: a call frame
+        whose patches are not stored, or a call of another size than the first one staged
+        (the buffers, and a graph captured over them, are sized for that one).
+        """
+        n = self._pending
+        if not n or not self.capturable:
+            return False
+        lay = self.layout
+        slots = self._slots.pending.slots if lay.patch_tokens else [None] * n
+        if lay.patch_tokens and None in slots:
+            return False
+        tokens = n * lay.tokens_per_frame
+        if self._staged is None:
+            self._staged = _Staged.allocate(self, tokens)
+        st = self._staged
+        if st.dest.numel() != tokens:
+            return False
+        s, t = lay.special_tokens, lay.tokens_per_frame
+        special = self.special_page * self.page + self._slots.frames * s
+        for f, slot in enumerate(slots):
+            row = st.dest[f * t:(f + 1) * t]
+            if s:
+                torch.add(st.special_offsets, special + f * s, out=row[:s])
+            if lay.patch_tokens:
+                torch.add(st.patch_offsets, (self.special_page - 1 - slot) * self.page,
+                          out=row[s:])
+        start, end = self.visible_tokens()
+        if st.flashinfer is not None:
+            st.unplanned = (tokens, start, end)
+            if st.q_dtype is not None:   # else at the first attend_staged, once q is seen
+                self._plan_staged()
+        else:
+            torch.logical_and(st.positions >= start, st.positions < end, out=st.mask)
+        return True
+
+    def _plan_staged(self) -> None:
+        st = self._staged
+        tokens, start, end = st.unplanned
+        st.flashinfer.plan(tokens, end - start, self.pool.heads, self.pool.head_dim,
+                           compute_dtype(st.q_dtype, self.pool.dtype), self.pool.dtype,
+                           kv_offset=start)
+        st.unplanned = None
+
+    def attend_staged(self, layer: int, q: torch.Tensor, k: torch.Tensor,
+                      v: torch.Tensor) -> torch.Tensor:
+        """``attend`` for the staged call, from fixed addresses only (capturable)."""
+        st = self._staged
+        if st is None:
+            raise RuntimeError('attend_staged() before stage()')
+        if st.q_dtype is None:
+            st.q_dtype = q.dtype
+        if q.dtype != st.q_dtype:
+            raise ValueError(f'q dtype={q.dtype} is not allowed: the staging was made for '
+                             f'{st.q_dtype}')
+        if st.unplanned is not None:
+            if q.is_cuda and torch.cuda.is_current_stream_capturing():
+                raise RuntimeError('attend_staged() captured before its plan: run it once '
+                                   'eagerly after stage() first')
+            self._plan_staged()
+        k_flat, v_flat = self.pool.flat(layer)
+        for src, dst in ((k, k_flat), (v, v_flat)):
+            tokens = storable(src, dst.dtype)[0].transpose(0, 1)   # [N, H, D]
+            dst.index_copy_(0, st.dest, tokens.to(dst.dtype))
+        if st.flashinfer is not None:
+            return st.flashinfer.run(q, k_flat, v_flat)
+        lo, hi = st.region
+        return sdpa_run(q, k_flat[lo:hi], v_flat[lo:hi], st.mask)
+
+
+class _Staged:
+    """A cache's fixed buffers for one call size: scatter positions, visible range, plan."""
+
+    def __init__(self, dest: torch.Tensor, special_offsets: torch.Tensor,
+                 patch_offsets: torch.Tensor, flashinfer: Optional[FlashInferRagged],
+                 region: tuple[int, int], positions: Optional[torch.Tensor],
+                 mask: Optional[torch.Tensor]) -> None:
+        self.dest = dest                        # [call tokens] flat positions, call order
+        self.special_offsets = special_offsets  # 0 .. special_tokens-1
+        self.patch_offsets = patch_offsets      # 0 .. patch_tokens-1
+        self.q_dtype: Optional[torch.dtype] = None  # the queries' dtype, from the first call
+        self.flashinfer = flashinfer            # graph-mode wrapper (FlashInfer backend)
+        self.unplanned: Optional[tuple] = None  # (queries, start, end) staged, not planned
+        self.region = region                    # SDPA: the stream's tokens in a flat view
+        self.positions = positions              # SDPA: their flat positions
+        self.mask = mask                        # SDPA: True where visible
+
+    @classmethod
+    def allocate(cls, cache: PagedStreamCache, tokens: int) -> '_Staged':
+        lay, device = cache.layout, cache.pool.device
+        ar = torch.arange(max(lay.special_tokens, lay.patch_tokens), device=device)
+        dest = torch.zeros(tokens, dtype=torch.int64, device=device)
+        region = (cache.first_page * cache.page, (cache.first_page + lay.pages) * cache.page)
+        if cache.backend == 'flashinfer':
+            return cls(dest, ar[:lay.special_tokens], ar[:lay.patch_tokens],
+                       FlashInferRagged(device, graph=True), region, None, None)
+        positions = torch.arange(*region, device=device)
+        mask = torch.zeros(positions.numel(), dtype=torch.bool, device=device)
+        return cls(dest, ar[:lay.special_tokens], ar[:lay.patch_tokens], None, region,
+                   positions, mask)

@@ -13,7 +13,7 @@
 # limitations under the License.
 
 """
-One streaming frame's forward replayed as CUDA graphs, split at the cache calls.
+One streaming frame's forward replayed as CUDA graphs: one graph, or one per cache call.
 
 Eager PyTorch spends most of a frame launching ~2,000 small kernels from Python. The
 forward of a streaming frame has fixed shapes everywhere except inside attention over
@@ -23,8 +23,16 @@ chain of graphs cut at every ``CachedAttention.attend`` call: graph 0 runs up to
 first global block's q/k/v, the real cache attends eagerly, graph 1 continues, and so
 on. Time enters as a device scalar, so one capture serves every frame.
 
-Replays compute exactly what the eager forward computes (same kernels, same order);
-``test/test_graphs_gpu.py`` checks it on a GPU.
+A cache that can attend from fixed addresses (:class:`StagedAttention`: the paged
+cache, whose ``stage`` puts a call's positions and visible range into fixed device
+buffers) is instead captured inside the graphs: with both caches of that kind the
+whole frame is one graph, replayed after one ``stage`` per cache, and the graphs then
+serve those two cache objects only (they hold the pools' addresses).
+
+Cut replays compute exactly what the eager forward computes (same kernels, same
+order); staged attention runs the same attention over a fixed view (FlashInfer in its
+graph mode, SDPA with a mask), equal within rounding. ``test/test_graphs_gpu.py``
+checks both on a GPU.
 
 Memory: the captures of one runner share one graph pool (``pool``), so a second capture
 (depth on and off, say) reuses the first one's intermediate memory instead of holding a
@@ -38,11 +46,37 @@ each other on one stream, and each step's outputs are read before the next repla
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Protocol, runtime_checkable
+import weakref
 
 import torch
 
 from .cached_attention import attend_uncached, CachedAttention
+
+
+@runtime_checkable
+class StagedAttention(Protocol):
+    """A cache whose attention a graph can hold: ``stage`` before each replay."""
+
+    capturable: bool
+
+    def stage(self) -> bool:
+        """Write the open call into fixed buffers; False when this call cannot run staged."""
+        ...
+
+    def attend_staged(self, layer: int, q: torch.Tensor, k: torch.Tensor,
+                      v: torch.Tensor) -> torch.Tensor:
+        """``attend`` of the staged call, from fixed addresses only."""
+        ...
+
+
+def stageable(cache: object) -> bool:
+    """Tell whether ``cache`` can be captured inside a graph."""
+    return isinstance(cache, StagedAttention) and bool(cache.capturable)
+
+
+class StagingRefused(RuntimeError):
+    """This call cannot replay through the graphs (its caches did not stage it): run eagerly."""
 
 
 @dataclass
@@ -66,14 +100,24 @@ class _Recorder:
     target, shapes and dtypes share static buffers (``shared``).
     """
 
-    def __init__(self, graphs: Optional[List[torch.cuda.CUDAGraph]], pool, stream) -> None:
+    def __init__(self, graphs: Optional[List[torch.cuda.CUDAGraph]], pool, stream,
+                 inline: Dict[str, StagedAttention]) -> None:
         self.graphs = graphs
         self.pool = pool
         self.stream = stream
+        self.inline = inline   # target -> staged cache attended inside the graph
         self.cuts: List[_Cut] = []
         self.shared: Dict[tuple, tuple] = {}
 
     def view(self, target: str) -> CachedAttention:
+        if target in self.inline:
+            cache = self.inline[target]
+
+            class _Inline:
+                def attend(self, layer: int, q: torch.Tensor, k: torch.Tensor,
+                           v: torch.Tensor) -> torch.Tensor:
+                    return cache.attend_staged(layer, q, k, v)
+            return _Inline()
         recorder = self
 
         class _View:
@@ -112,11 +156,16 @@ class GraphedStep:
     Build with the model, the frame size and the options that change the graph; call
     with the frame, its time index and the two caches. The returned ``ModelOutput``
     holds static tensors that the next call overwrites: copy what you keep.
+
+    ``caches`` (global, camera), given when capturing inside an open call of those
+    caches: the stageable ones are attended inside the graphs, which then replay for
+    those cache objects only (``serves``); the others are cut out as above.
     """
 
     def __init__(self, model: torch.nn.Module, height: int, width: int, *,
                  with_depth: bool, camera_iterations: Optional[int] = None,
-                 warmup: int = 2, pool: Optional[tuple] = None) -> None:
+                 warmup: int = 2, pool: Optional[tuple] = None,
+                 caches: Optional[tuple] = None) -> None:
         if not torch.cuda.is_available():
             raise RuntimeError('CUDA graphs need a CUDA device')
         device = next(model.parameters()).device
@@ -130,7 +179,27 @@ class GraphedStep:
         self.graphs: List[torch.cuda.CUDAGraph] = []
         # a pool handle shared with the runner's other captures (None: a pool of its own)
         self.pool = pool if pool is not None else torch.cuda.graph_pool_handle()
+        named = dict(zip(('global', 'camera'), caches or (None, None)))
+        self.inline = {name: c for name, c in named.items() if stageable(c)}
+        # weak: a graph must not keep a dropped cache's pool alive; it only must not replay
+        self._bound = {name: weakref.ref(c) for name, c in self.inline.items()}
+        self._stage(self.inline)
         self._capture(warmup)
+
+    @staticmethod
+    def _stage(inline: Dict[str, StagedAttention]) -> None:
+        for name, cache in inline.items():
+            if not cache.stage():
+                raise StagingRefused(f'the {name} cache did not stage this call')
+
+    def alive(self) -> bool:
+        """Whether every cache the graphs were captured over still exists."""
+        return all(ref() is not None for ref in self._bound.values())
+
+    def serves(self, global_cache: object, camera_cache: object) -> bool:
+        """Whether these caches are the ones the graphs were captured over."""
+        given = {'global': global_cache, 'camera': camera_cache}
+        return all(ref() is given[name] for name, ref in self._bound.items())
 
     def _forward(self, recorder: _Recorder):
         return self.model(self.image, time_index=self.time, first_frame=False,
@@ -143,12 +212,12 @@ class GraphedStep:
         stream.wait_stream(torch.cuda.current_stream())
         with torch.no_grad(), torch.cuda.stream(stream):
             self.image.uniform_()
-            for _ in range(warmup):
-                self._forward(_Recorder(None, None, stream))
+            for _ in range(warmup):   # staged caches attend for real: the replay overwrites it
+                self._forward(_Recorder(None, None, stream, self.inline))
             stream.synchronize()
             pool = self.pool
             graphs = [torch.cuda.CUDAGraph()]
-            recorder = _Recorder(graphs, pool, stream)
+            recorder = _Recorder(graphs, pool, stream, self.inline)
             graphs[0].capture_begin(pool=pool, capture_error_mode='thread_local')
             try:
                 self.output = self._forward(recorder)
@@ -160,7 +229,15 @@ class GraphedStep:
 
     def __call__(self, image: torch.Tensor, time_index: int, global_cache: CachedAttention,
                  camera_cache: CachedAttention):
-        """Run one frame ``image [1, 3, H, W]`` at ``time_index`` through the caches."""
+        """
+        Run one frame ``image [1, 3, H, W]`` at ``time_index`` through the caches.
+
+        Raises :class:`StagingRefused` before anything runs when the caches are not the
+        captured ones or do not stage this call.
+        """
+        if not self.serves(global_cache, camera_cache):
+            raise StagingRefused('these caches are not the ones the graphs were captured over')
+        self._stage(self.inline)
         self.image.copy_(image)
         self.time.fill_(int(time_index))
         caches = {'global': global_cache, 'camera': camera_cache}

@@ -29,6 +29,7 @@ import time
 from typing import Any, Callable, Optional
 
 from lingbot_ros.model.config import ConfigError, ModelConfig
+from lingbot_ros.model.graphs import GraphedStep, stageable, StagingRefused
 from lingbot_ros.model.hub import HubError, resolve_checkpoint, ResolvedCheckpoint
 from lingbot_ros.streaming.caches import CacheFactory, paged_cache_factory
 from lingbot_ros.streaming.config import (EngineConfig, KvCacheDtype, StreamConfig,
@@ -312,10 +313,13 @@ class _Runner:
 
     A streaming frame (one frame, not the first, not a scale frame) on a CUDA device
     goes through a :class:`~lingbot_ros.model.graphs.GraphedStep` captured once per
-    (size, depth on/off, camera iterations); everything else runs eagerly. If a
-    capture fails the runner says why in ``graph_status`` and stays eager. All captures
-    share one graph pool (they never run at the same time): a second capture reuses
-    the first one's intermediate memory instead of reserving a pool of its own.
+    (size, depth on/off, camera iterations, caches); everything else runs eagerly. With
+    paged caches the whole frame is one graph, bound to those caches: new caches (a new
+    size or window) mean a new capture, and the steps of caches that are gone are
+    dropped. A call the caches refuse to stage runs eagerly. If a capture fails the
+    runner says why in ``graph_status`` and stays eager. All captures share one graph
+    pool (they never run at the same time): a second capture reuses the first one's
+    intermediate memory instead of reserving a pool of its own.
     """
 
     MAX_GRAPHS = 8  # distinct (size, options) captures kept; each holds one frame's buffers
@@ -326,35 +330,51 @@ class _Runner:
         self.graph_status = 'off' if not cuda_graphs else 'waiting for the first frame'
         self._graphs: dict = {}
         self._pool: Optional[tuple] = None  # the captures' shared graph pool
+        self.eager_frames = 0  # streaming frames the caches refused to stage (run eagerly)
 
     def __call__(self, images: torch.Tensor, camera_iterations: int = 0, **kwargs: Any) -> Any:
         iterations = camera_iterations or None
         with torch.no_grad():
             step = self._graph_for(images, iterations, kwargs)
             if step is not None:
-                return step(images, kwargs['time_index'], kwargs['global_cache'],
-                            kwargs['camera_cache'])
+                try:
+                    return step(images, kwargs['time_index'], kwargs['global_cache'],
+                                kwargs['camera_cache'])
+                except StagingRefused:
+                    self.eager_frames += 1
             return self.model(images, camera_iterations=iterations, **kwargs)
 
     def _graph_for(self, images: torch.Tensor, iterations: Optional[int], kwargs: dict):
         if not (self.cuda_graphs and images.is_cuda and images.shape[0] == 1
                 and not kwargs.get('first_frame') and not kwargs.get('scale_frames')):
             return None
-        key = (tuple(images.shape[-2:]), bool(kwargs.get('with_depth', True)), iterations)
-        if key not in self._graphs:
+        caches = (kwargs.get('global_cache'), kwargs.get('camera_cache'))
+        key = (tuple(images.shape[-2:]), bool(kwargs.get('with_depth', True)), iterations,
+               tuple(id(c) if stageable(c) else None for c in caches))
+        step = self._graphs.get(key)
+        if step is not None and not step.serves(*caches):  # an id reused by new caches
+            del self._graphs[key]
+            step = None
+        if step is None:
+            for old in [k for k, s in self._graphs.items() if not s.alive()]:
+                del self._graphs[old]   # bound to caches that are gone: never replayed again
             if len(self._graphs) >= self.MAX_GRAPHS:
                 self._graphs.pop(next(iter(self._graphs)))
-            from lingbot_ros.model.graphs import GraphedStep
             if self._pool is None:
                 self._pool = torch.cuda.graph_pool_handle()
             try:
-                self._graphs[key] = GraphedStep(self.model, *key[0], with_depth=key[1],
-                                                camera_iterations=iterations, pool=self._pool)
-                self.graph_status = f'on ({len(self._graphs)} captured)'
+                step = GraphedStep(self.model, *key[0], with_depth=key[1],
+                                   camera_iterations=iterations, pool=self._pool,
+                                   caches=caches)
+                self._graphs[key] = step
+                self.graph_status = (f'on ({len(self._graphs)} captured, '
+                                     f'{len(step.graphs)} graph segments per frame)')
+            except StagingRefused:
+                return None   # this call only; the next one tries again
             except RuntimeError as exc:  # capture refused (out of memory too): stay eager
                 self.cuda_graphs = False
                 self._graphs.clear()
                 self._pool = None
                 self.graph_status = f'off: capture failed ({exc})'
                 return None
-        return self._graphs[key]
+        return step
