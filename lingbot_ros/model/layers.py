@@ -89,26 +89,10 @@ class Attention(nn.Module):
             self.q_norm = self.k_norm = None
         self.proj = nn.Linear(dim, dim)
 
-    def forward(self, x: torch.Tensor, rotate: Optional[Rotate] = None,
-                attend: Optional[Attend] = None) -> torch.Tensor:
-        """
-        Attend ``x [B, N, C]``; ``rotate`` positions q and k, ``attend`` may add a cache.
-
-        Under autocast q, k, v reach ``attend`` in the autocast dtype (what SDPA would
-        use anyway), so a cache sees one dtype.
-        """
-        b, n, c = x.shape
-        qkv = self.qkv(x).reshape(b, n, 3, self.num_heads, self.head_dim).permute(2, 0, 3, 1, 4)
-        q, k, v = qkv.unbind(0)
-        if self.q_norm is not None:
-            q, k = self.q_norm(q), self.k_norm(k)
-        if rotate is not None:
-            q, k = rotate(q), rotate(k)
-        low = _autocast_dtype(x.device)
-        if low is not None:
-            q, k, v = q.to(low), k.to(low), v.to(low)
-        out = (attend or plain_attention)(q, k, v)
-        return self.proj(out.transpose(1, 2).reshape(b, n, c))
+    # No forward of its own: a Block runs its parts (block_pre_attention and
+    # block_post_attention), so that a compiler can take each half whole. Under autocast
+    # q, k, v reach the attention in the autocast dtype (what SDPA would use anyway), so
+    # a cache sees one dtype.
 
 
 class Block(nn.Module):
@@ -124,7 +108,38 @@ class Block(nn.Module):
         self.mlp = Mlp(dim, int(dim * mlp_ratio))
         self.ls2 = LayerScale(dim)
 
+        self.pieces: Optional[Pieces] = None   # compiled pre/post (see compiled.py)
+
     def forward(self, x: torch.Tensor, rotate: Optional[Rotate] = None,
                 attend: Optional[Attend] = None) -> torch.Tensor:
-        x = x + self.ls1(self.attn(self.norm1(x), rotate=rotate, attend=attend))
-        return x + self.ls2(self.mlp(self.norm2(x)))
+        pre, post = self.pieces or (block_pre_attention, block_post_attention)
+        q, k, v = pre(self, x, rotate)
+        return post(self, x, (attend or plain_attention)(q, k, v))
+
+
+def block_pre_attention(block: Block, x: torch.Tensor,
+                        rotate: Optional[Rotate]) -> tuple[torch.Tensor, torch.Tensor,
+                                                           torch.Tensor]:
+    """Compute a block's part before attention: norm1, qkv, q/k norms, rotation, casts."""
+    a = block.attn
+    b, n, _ = x.shape
+    qkv = a.qkv(block.norm1(x)).reshape(b, n, 3, a.num_heads, a.head_dim).permute(2, 0, 3, 1, 4)
+    q, k, v = qkv.unbind(0)
+    if a.q_norm is not None:
+        q, k = a.q_norm(q), a.k_norm(k)
+    if rotate is not None:
+        q, k = rotate(q), rotate(k)
+    low = _autocast_dtype(x.device)
+    if low is not None:
+        q, k, v = q.to(low), k.to(low), v.to(low)
+    return q, k, v
+
+
+def block_post_attention(block: Block, x: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
+    """Compute a block's part after attention ``out [B, H, N, D]``: proj, residuals, MLP."""
+    b, h, n, d = out.shape
+    x = x + block.ls1(block.attn.proj(out.transpose(1, 2).reshape(b, n, h * d)))
+    return x + block.ls2(block.mlp(block.norm2(x)))
+
+
+Pieces = tuple[Callable, Callable]

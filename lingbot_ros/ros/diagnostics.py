@@ -58,6 +58,7 @@ class NodeInfo:
     dtype: str = ''
     backend: str = ''
     cuda_graphs: str = ''
+    torch_compile: str = ''
     device_memory_use: Optional[float] = None   # fraction of the GPU's memory in use
     fallbacks: list = field(default_factory=list)
     missing: list = field(default_factory=list)
@@ -80,7 +81,7 @@ class NodeInfo:
     def unload(self) -> None:
         """Forget what described the model and device (after cleanup): its WARNs go too."""
         self.hardware_id, self.model, self.random_weights = 'none', 'not loaded', False
-        self.device = self.dtype = self.backend = self.cuda_graphs = ''
+        self.device = self.dtype = self.backend = self.cuda_graphs = self.torch_compile = ''
         self.device_memory_use, self.memory_estimate_bytes = None, None
         self.memory_estimate = 'n/a'
         self.fallbacks, self.converter_notes = [], []
@@ -182,6 +183,7 @@ def node_status(info: NodeInfo, cameras: list, diag: Optional[DiagParams] = None
               ('device', info.device),
               ('dtype', info.dtype), ('attention_backend', info.backend),
               ('cuda_graphs', info.cuda_graphs or 'n/a'),
+              ('torch_compile', info.torch_compile or 'n/a'),
               ('gpu_memory', gpu_memory(device)),
               ('gpu_memory_use', 'n/a' if use is None else f'{use:.3f}'),
               ('memory_estimate', info.memory_estimate),

@@ -591,6 +591,7 @@ class LingbotNode(LifecycleNode):
             self._follow_digest(engine.checkpoint.digest)
         if engine is not None:
             self.info.cuda_graphs = engine.graph_status
+            self.info.torch_compile = engine.compile_status
             if engine.device.type == 'cuda':
                 device = engine.device
                 self.info.device_memory_use = diagnostics.device_memory_use(device)

@@ -145,6 +145,10 @@ class EngineConfig:
     ``expandable_segments`` makes PyTorch's CUDA allocator map memory in growable
     segments, so memory freed by one phase (the scale call) is there for the next (a
     CUDA-graph capture) instead of staying stranded in half-used blocks.
+
+    ``torch_compile`` (CUDA only, off by default) fuses what each transformer block
+    computes around attention with ``torch.compile`` (see :mod:`lingbot_ros.model.compiled`):
+    faster frames, but the first call of each shape compiles for tens of seconds.
     """
 
     checkpoint: Optional[str] = None
@@ -159,6 +163,7 @@ class EngineConfig:
     kv_cache_dtype: KvCacheDtype = KvCacheDtype.AUTO
     depth_chunk_frames: int = 0
     expandable_segments: bool = False
+    torch_compile: bool = False
 
     def __post_init__(self) -> None:
         # Parameters arrive as strings (YAML, ROS): take the enum member that has the value.
@@ -200,6 +205,8 @@ class EngineConfig:
                  "an integer >= 0 (0 = the model's own chunk)")
         _require(isinstance(self.expandable_segments, bool), 'expandable_segments',
                  self.expandable_segments, 'a bool')
+        _require(isinstance(self.torch_compile, bool), 'torch_compile', self.torch_compile,
+                 'a bool')
         return self
 
     def replace(self, **changes: Any) -> 'EngineConfig':

@@ -189,6 +189,7 @@ class Engine:
         self.cache_factory = cache_factory or default_cache_factory(backend)
         self.backend_reason = 'given'
         self.load_phases: dict = {}  # Engine.load: seconds by step
+        self.compile_status = 'off'  # torch_compile: whether the blocks' pieces are compiled
         self.runner = _Runner(model, cuda_graphs and device.type == 'cuda')
         self._sessions: dict = {}
 
@@ -244,6 +245,14 @@ class Engine:
         phases['checkpoint and weights'] = time.monotonic() - t
         if cfg.depth_chunk_frames:
             model.depth_head.chunk = cfg.depth_chunk_frames
+        compile_status = 'off'
+        if cfg.torch_compile:
+            if device.type == 'cuda':
+                from lingbot_ros.model.compiled import compile_blocks
+                blocks = compile_blocks(model)
+                compile_status = f'on ({blocks} blocks; each shape compiles at its first call)'
+            else:
+                compile_status = f'off: needs CUDA (device {device})'
         if cfg.checkpoint is None:
             description = f'random weights (preset {cfg.preset}, seed {cfg.seed})' \
                 if cfg.model_config is None else \
@@ -255,6 +264,7 @@ class Engine:
                      config=cfg)
         engine.backend_reason = backend_reason
         engine.load_phases = phases
+        engine.compile_status = compile_status
         return engine
 
     def context(self) -> SessionContext:

@@ -151,6 +151,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument('--compare-fp32', action='store_true',
                    help='also run in float32 and report the pose drift')
     p.add_argument('--eager', action='store_true', help='no CUDA graphs (as the reference)')
+    p.add_argument('--compile', action='store_true',
+                   help="torch.compile the blocks' pieces around attention (CUDA only)")
     p.add_argument('--profile', action='store_true',
                    help='after timing, profile one more run and print the top kernels')
     p.add_argument('--seed', type=int, default=0)
@@ -174,9 +176,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         engine = Engine.load(EngineConfig(checkpoint=args.checkpoint, preset=args.preset,
                                           device=args.device, dtype=dtype,
                                           attention_backend=args.backend, seed=args.seed,
-                                          cuda_graphs=not args.eager))
+                                          cuda_graphs=not args.eager,
+                                          torch_compile=args.compile))
+        t = time.perf_counter()   # the warm-up builds kernels, compiles and captures
         for _ in range(args.warmup):
             run_once(engine, stream, images[:args.scale_frames + 4])
+        warmup_s = time.perf_counter() - t
         if engine.device.type == 'cuda':
             torch.cuda.reset_peak_memory_stats(engine.device)
         run = run_once(engine, stream, images)
@@ -186,8 +191,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             summary['gpu'] = torch.cuda.get_device_name(engine.device)
         summary.update(device=str(engine.device), backend=engine.backend, dtype=dtype,
                        backend_reason=engine.backend_reason,
-                       cuda_graphs=engine.graph_status,
-                       model=engine.description, stats=run['stats'].as_dict())
+                       cuda_graphs=engine.graph_status, torch_compile=engine.compile_status,
+                       warmup_s=warmup_s, model=engine.description, stats=run['stats'].as_dict())
         runs[dtype] = run
         results[dtype] = summary
         if args.profile:
@@ -204,7 +209,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         print(f"{dtype:9s} {args.height}x{args.width} {r['frames']} frames: "
               f"{r['ms_per_frame_overall']:.1f} ms/frame overall, steady median "
               f"{r['steady_ms_median']:.1f} ms (p90 {r['steady_ms_p90']:.1f}), "
-              f"{r['steady_fps']:.1f} FPS, backend {r['backend']}, graphs {r['cuda_graphs']}")
+              f"{r['steady_fps']:.1f} FPS, backend {r['backend']}, graphs {r['cuda_graphs']}, "
+              f"compile {r['torch_compile']}, warm-up {r['warmup_s']:.1f} s")
     if 'drift_vs_float32' in results:
         print('drift vs float32:', results['drift_vs_float32'])
     if args.out is not None:

@@ -1,0 +1,63 @@
+# Copyright 2026 The lingbot_ros Authors
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+The transformer blocks' pieces around attention through ``torch.compile``.
+
+A frame of the release model is ~3,150 small kernels (float32 layer norms with their
+casts, residual adds, layer scales, GELU, RoPE), and at that count the GPU spends as
+much time between kernels as in many of them. Compiling what a block computes before
+and after attention (never the attention itself, which talks to the cache) fuses them:
+on the H200 1,394 kernels per frame and 36.6 ms steady instead of 44.0 (see
+``benchmarks/README.md``).
+
+One compiled pair serves every block: the block comes in as an argument, so its
+weights are inputs and blocks of one shape share one compiled graph. Each distinct
+shape and dtype (the DINO trunk, frame and global blocks, the camera head, for a scale
+call and for a streaming frame) is compiled once, on first use; ``RECOMPILES`` is how
+many such variants dynamo may keep per piece. Compiling takes tens of seconds the
+first time on a machine, less from PyTorch's on-disk cache afterwards.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import torch
+from torch import nn
+
+from .layers import Block, block_post_attention, block_pre_attention
+
+RECOMPILES = 64   # shape/dtype variants kept per piece (dynamo's default, 8, is too few)
+
+
+def compile_blocks(model: nn.Module, backend: Optional[str] = None) -> int:
+    """
+    Route every :class:`Block` of ``model`` through one compiled pre/post pair.
+
+    ``backend`` is ``torch.compile``'s (None: inductor; tests on the CPU pass 'eager'
+    to check that each piece traces as one graph). Returns the number of blocks.
+    """
+    config = torch._dynamo.config
+    name = 'recompile_limit' if hasattr(config, 'recompile_limit') else 'cache_size_limit'
+    setattr(config, name, max(getattr(config, name), RECOMPILES))
+    kwargs = {'dynamic': False, 'fullgraph': True}
+    if backend is not None:
+        kwargs['backend'] = backend
+    pieces = (torch.compile(block_pre_attention, **kwargs),
+              torch.compile(block_post_attention, **kwargs))
+    blocks = [m for m in model.modules() if isinstance(m, Block)]
+    for block in blocks:
+        block.pieces = pieces
+    return len(blocks)
