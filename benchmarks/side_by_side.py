@@ -214,7 +214,7 @@ def reference_commit(path: Path, override: Optional[str] = None) -> str:
 
 
 def ours_command(python: str, setting: str, frames: int, out_json: Path,
-                 backend: str = 'auto') -> List[str]:
+                 backend: str = 'auto', compile_blocks: bool = False) -> List[str]:
     """Return ``lingbot-ros-bench``'s command line for a setting (run from this repo)."""
     s = SETTINGS[setting]
     return [python, '-m', 'lingbot_ros.tools.bench', '--preset', 'release', '--device', 'cuda',
@@ -222,7 +222,8 @@ def ours_command(python: str, setting: str, frames: int, out_json: Path,
             '--height', str(HEIGHT), '--width', str(WIDTH),
             '--scale-frames', str(SCALE_FRAMES), '--sliding-window', str(SLIDING_WINDOW),
             '--keyframe-interval', str(s['keyframe_interval']),
-            '--camera-iterations', str(s['camera_iterations']), '--out', str(out_json)]
+            '--camera-iterations', str(s['camera_iterations']), '--out', str(out_json)] + \
+        (['--compile'] if compile_blocks else [])
 
 
 def parse_ours_json(data: dict, dtype: str = 'bfloat16') -> dict:
@@ -230,7 +231,7 @@ def parse_ours_json(data: dict, dtype: str = 'bfloat16') -> dict:
     r = data[dtype]
     keep = ('frames', 'ms_per_frame_overall', 'scale_call_ms', 'stream_ms_median',
             'steady_ms_median', 'steady_ms_p90', 'steady_fps', 'peak_memory_gib', 'gpu',
-            'backend', 'backend_reason', 'cuda_graphs', 'model')
+            'backend', 'backend_reason', 'cuda_graphs', 'torch_compile', 'warmup_s', 'model')
     out = {k: r[k] for k in keep if k in r}
     if out.get('ms_per_frame_overall'):
         out['fps_overall'] = 1e3 / out['ms_per_frame_overall']
@@ -416,8 +417,10 @@ def run_ours(args, setting: str, log: Path, timeout: float) -> dict:
     """Run ``lingbot-ros-bench`` for a setting; return its figures or its failure."""
     with tempfile.TemporaryDirectory() as tmp:
         out_json = Path(tmp) / 'ours.json'
-        cmd = ours_command(args.python, setting, args.frames, out_json, args.ours_backend)
-        shown = ours_command('python', setting, args.frames, Path('OUT.json'), args.ours_backend)
+        cmd = ours_command(args.python, setting, args.frames, out_json, args.ours_backend,
+                           args.ours_compile)
+        shown = ours_command('python', setting, args.frames, Path('OUT.json'), args.ours_backend,
+                             args.ours_compile)
         rec: dict = {'ok': False, 'command': shlex.join(shown), 'cwd': str(REPO),
                      'timeout_s': round(timeout)}
         if timeout < 30:
@@ -500,7 +503,8 @@ def render_text(r: dict) -> str:
         f"{r['gpu'] or 'GPU unknown'}, {r['date']}; torch {v['torch']}, CUDA {v['cuda']}, "
         f"FlashInfer {v['flashinfer']}",
         f"reference {str(v['reference'])[:12]} ({r['settings']['reference_backend']}), "
-        f"ours {str(v['ours'])[:12]}" + (' (uncommitted changes)' if v['ours_dirty'] else ''),
+        f"ours {str(v['ours'])[:12]}" + (' (uncommitted changes)' if v['ours_dirty'] else '')
+        + (f", torch_compile {ours['torch_compile']}" if ours.get('torch_compile') else ''),
         '',
         f"{'':24s}{'ms/frame overall':>18s}{'FPS':>8s}{'mid/steady ms':>15s}",
         f"{'reference':24s}{_fmt(ref.get('ms_per_frame_overall'), '.2f'):>18s}"
@@ -553,6 +557,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="pass --fa3 to the reference (FlashInfer's SM90 kernel)")
     p.add_argument('--reference-backend', choices=['flashinfer', 'sdpa'], default='flashinfer')
     p.add_argument('--ours-backend', choices=['auto', 'sdpa', 'flashinfer'], default='auto')
+    p.add_argument('--ours-compile', action='store_true',
+                   help="ours with torch_compile on (the reference's profiler compiles too)")
     p.add_argument('--python', default=sys.executable, help='interpreter for both sides')
     p.add_argument('--budget-s', type=float, default=540,
                    help='wall-clock budget of the whole command')

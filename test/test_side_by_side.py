@@ -120,6 +120,9 @@ def test_ours_command_is_accepted_by_our_bench_parser():
         assert args.keyframe_interval == sbs.SETTINGS[setting]['keyframe_interval']
         assert args.camera_iterations == sbs.SETTINGS[setting]['camera_iterations']
         assert (args.frames, args.height, args.width) == (300, 378, 504)
+        assert not args.compile
+        compiled = sbs.ours_command('py', setting, 300, Path('x.json'), compile_blocks=True)
+        assert bench._parser().parse_args(compiled[3:]).compile
 
 
 def fake_reference(root: Path, body: str = '') -> Path:
