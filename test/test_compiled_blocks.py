@@ -28,6 +28,7 @@ from lingbot_ros.model.config import ModelConfig
 from lingbot_ros.model.layers import Block
 from lingbot_ros.streaming.config import ConfigError, EngineConfig
 from lingbot_ros.streaming.engine import Engine
+import numpy as np
 import pytest
 import torch
 
@@ -86,3 +87,25 @@ def test_inductor_pieces_agree_with_the_plain_model_on_the_gpu(dtype):
     for (pp, dp), (pf, df) in zip(plain, fused):
         torch.testing.assert_close(pf, pp, **pose_tol)
         torch.testing.assert_close(df, dp, **depth_tol)
+
+
+def test_warm_up_runs_a_throwaway_stream_and_leaves_the_cameras_untouched():
+    from lingbot_ros.streaming.config import StreamConfig
+    engine = Engine.load(EngineConfig(device='cpu'))
+    cfg = StreamConfig(scale_frames=2, sliding_window=4, image_size=56).validate()
+    camera = engine.new_session('cam', cfg)
+    seconds = engine.warm_up(cfg, (48, 64))
+    assert seconds > 0
+    assert camera.frames_seen == 0 and camera.stats().frames == 0
+    frames = [np.random.default_rng(i).integers(0, 256, (48, 64, 3), dtype=np.uint8)
+              for i in range(3)]
+    assert [len(camera.step(f, i + 1)) for i, f in enumerate(frames)] == [0, 2, 1]
+
+
+def test_prepare_says_there_is_nothing_to_compile_without_cuda(capsys):
+    from lingbot_ros.tools import prepare
+    assert prepare.main(['--set', 'device:=cpu', '--set', 'preset:=tiny',
+                         '--set', 'torch_compile:=true']) == 0
+    out = capsys.readouterr().out
+    assert 'attention backend sdpa' in out
+    assert 'torch_compile: off: needs CUDA' in out and 'nothing to compile' in out

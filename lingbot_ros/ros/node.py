@@ -59,6 +59,7 @@ from lingbot_ros.ros.params import (check_one, descriptor, engine_config, is_num
 from lingbot_ros.ros.services import Services
 from lingbot_ros.ros.shutdown import StopRequest
 from lingbot_ros.ros.worker import FrameQueue, Worker, WorkerBusy
+from lingbot_ros.streaming.config import NOMINAL_INPUT_HW
 from rcl_interfaces.msg import ParameterDescriptor, SetParametersResult
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
 from rclpy.clock import Clock, ClockType
@@ -68,7 +69,6 @@ from rclpy.parameter import Parameter
 NODE_NAME = 'lingbot_node'
 STOP_WAIT_S = 30.0         # deactivate waits this long for the worker to leave its step
 EXECUTOR_THREADS = 4       # images, diagnostics and map, services, lifecycle / parameters
-NOMINAL_INPUT_HW = (480, 640)  # the camera size the start-up memory estimate assumes
 SHA256_PENDING = 'computing'   # /diagnostics' checkpoint_sha256 while its thread hashes
 ROS_OWN_PARAMETERS = ('use_sim_time', 'start_type_description_service')
 SUCCESS = TransitionCallbackReturn.SUCCESS
@@ -323,6 +323,9 @@ class LingbotNode(LifecycleNode):
             self._log_memory_need(engine_cfg, stream_cfg, len(params.inputs.camera_topics))
             engine = Engine.load(engine_cfg, progress=self._configure_progress)
             phases.mark('model', getattr(engine, 'load_phases', None))
+            if engine.compile_status.startswith('on'):
+                self._compile_ahead(engine, stream_cfg)
+                phases.mark('compile warm-up')
             names = params.resolved_camera_names
             sessions = [engine.new_session(n, stream_cfg) for n in names]
             phases.mark('sessions')
@@ -383,6 +386,16 @@ class LingbotNode(LifecycleNode):
             return topic
         return name.rstrip('/') + '/compressed' \
             if params.inputs.input_transport == 'compressed' else name
+
+    def _compile_ahead(self, engine: Any, stream_cfg: Any) -> None:
+        """With torch_compile on, compile for a nominal camera now, not in its first frames."""
+        log = self.get_logger()
+        size = f'{NOMINAL_INPUT_HW[1]}x{NOMINAL_INPUT_HW[0]}'
+        log.info(f'torch_compile: compiling the blocks for a {size} camera (tens of seconds '
+                 'the first time on a machine, seconds once cached)')
+        seconds = engine.warm_up(stream_cfg, NOMINAL_INPUT_HW)
+        log.info(f'torch_compile: warm-up at {size} took {seconds:.1f} s; a camera of another '
+                 'size compiles at its first frames')
 
     def _log_memory_need(self, engine_cfg: Any, stream_cfg: Any, cameras: int) -> None:
         """Say what the device will need before anything is allocated (a nominal camera)."""

@@ -36,6 +36,9 @@ KEYFRAME_MODES = ('interval', 'flow')
 DTYPES = ('float32', 'bfloat16', 'float16')
 BACKENDS = ('auto', 'sdpa', 'flashinfer')
 _DEVICE = re.compile(r'^(auto|cpu|cuda(:\d+)?)$')
+# The camera size assumed before a real camera is seen: the start-up memory estimate, the
+# compile warm-up (a camera of another size gets its own at its first frames).
+NOMINAL_INPUT_HW = (480, 640)
 
 
 class WeightsDtype(str, Enum):

@@ -293,6 +293,25 @@ class Engine:
         """Open a new stream over this engine's model, with its own caches."""
         return Session(self.context(), name, cfg)
 
+    def warm_up(self, cfg: StreamConfig, input_hw: tuple, streaming_frames: int = 2) -> float:
+        """
+        Run a throwaway stream of synthetic ``input_hw`` frames; return the seconds it took.
+
+        What a model compiles at its first call of a shape (``torch_compile``: the scale
+        call and a streaming frame at that input size) then happens here, before a camera
+        is waiting on it, instead of in its first frames. The stream and its caches are
+        dropped afterwards; a camera of another size compiles at its own first frames.
+        """
+        t = time.monotonic()
+        session = self.new_session('warm-up', cfg)
+        texture = np.random.default_rng(0).integers(0, 256, (*input_hw, 3), dtype=np.uint8)
+        for i in range(cfg.scale_frames + streaming_frames):
+            session.step(np.roll(texture, 7 * i, axis=1), 1 + i)
+        del session
+        if self.device.type == 'cuda':
+            torch.cuda.empty_cache()  # the stream's pools go back before the cameras' come
+        return time.monotonic() - t
+
     def _prepare(self, image_rgb: np.ndarray, cfg: StreamConfig) -> Prepared:
         """Resize/crop a live frame on the model's device, as the reference's crop mode."""
         from lingbot_ros.streaming.preprocess import preprocess_frame
