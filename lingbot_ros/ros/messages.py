@@ -29,6 +29,7 @@ from typing import Optional, Sequence
 from builtin_interfaces.msg import Time
 import cv2
 from geometry_msgs.msg import Pose, PoseStamped, TransformStamped
+from lingbot_ros.streaming.map_cloud import unproject
 from lingbot_ros.streaming.result import FrameResult
 from lingbot_ros.streaming.trajectory import matrix_to_quat
 from nav_msgs.msg import Odometry
@@ -183,33 +184,18 @@ _POINT_FIELDS = [PointField(name='x', offset=0, datatype=PointField.FLOAT32, cou
 
 def point_cloud(result: FrameResult, pose_map: np.ndarray, frame: str, decimation: int,
                 min_confidence: float, percentile: float) -> Optional[PointCloud2]:
-    """Unproject depth into ``frame`` (xyz + packed rgb), confidence-filtered, decimated."""
+    """Unproject depth into ``frame`` (xyz + packed rgb), filtered as the map's points."""
     if result.depth is None:
         return None
-    step = max(1, int(decimation))
-    depth = np.asarray(result.depth, dtype=np.float32)[::step, ::step]
-    keep = np.isfinite(depth) & (depth > 0)
-    if result.confidence is not None:
-        conf = np.asarray(result.confidence, dtype=np.float32)[::step, ::step]
-        cut = min_confidence
-        kept = conf[keep]
-        if percentile > 0 and kept.size:
-            cut = max(cut, float(np.percentile(kept, percentile)))
-        keep &= conf >= cut
-    k = np.asarray(result.intrinsics_model, dtype=np.float64)
-    v, u = np.nonzero(keep)
-    z = depth[v, u].astype(np.float64)
-    us, vs = u * step, v * step
-    cam = np.stack([(us - k[0, 2]) * z / k[0, 0], (vs - k[1, 2]) * z / k[1, 1], z], axis=1)
-    world = cam @ pose_map[:3, :3].T + pose_map[:3, 3]
-    rec = np.zeros(len(z), dtype=[('x', '<f4'), ('y', '<f4'), ('z', '<f4'), ('rgb', '<u4')])
-    rec['x'], rec['y'], rec['z'] = world[:, 0], world[:, 1], world[:, 2]
-    if result.colors is not None:
-        rgb = np.asarray(result.colors, dtype=np.uint32)[::step, ::step][v, u]
-        rec['rgb'] = (rgb[:, 0] << 16) | (rgb[:, 1] << 8) | rgb[:, 2]
+    points = unproject(result, pose_map, decimation, min_confidence, percentile)
+    n = len(points.xyz)
+    rec = np.zeros(n, dtype=[('x', '<f4'), ('y', '<f4'), ('z', '<f4'), ('rgb', '<u4')])
+    rec['x'], rec['y'], rec['z'] = points.xyz[:, 0], points.xyz[:, 1], points.xyz[:, 2]
+    rgb = points.rgb.astype(np.uint32)
+    rec['rgb'] = (rgb[:, 0] << 16) | (rgb[:, 1] << 8) | rgb[:, 2]
     msg = PointCloud2(header=Header(stamp=stamp_msg(result.stamp_ns), frame_id=frame),
-                      height=1, width=len(z), fields=_POINT_FIELDS, is_bigendian=False,
-                      point_step=16, row_step=16 * len(z), is_dense=True)
+                      height=1, width=n, fields=_POINT_FIELDS, is_bigendian=False,
+                      point_step=16, row_step=16 * n, is_dense=True)
     msg.data = _bytes(rec)
     return msg
 
