@@ -10,6 +10,8 @@
 #   (odometry, TF, camera_info): what each group of outputs costs the step and its p99
 #   restart: a random-weight checkpoint file of the structure (untimed), then the node started
 #   on it twice (start-up by phase in the node's log and the report's first lines)
+# SET="name:=value ..." adds node parameters to every step (e.g. SET="torch_compile:=true";
+# prepare then compiles ahead too)
 set -uo pipefail
 OUT=${OUT:-/tmp/live_out}
 mkdir -p "$OUT/logs"
@@ -23,6 +25,9 @@ PRESET=${PRESET:-release}  # tiny: a dry run on a CPU
 SOURCE=${SOURCE:-$( [[ -d .data/courthouse ]] && echo .data/courthouse || echo ../shared/data/courthouse)}
 COMMON=(--source "$SOURCE" --set preset:=$PRESET --set dtype:=${DTYPE:-bfloat16} --set publish_depth:=true
         --set publish_points:=true --set publish_map:=true --size 640x480)
+EXTRA=()
+for item in ${SET:-}; do EXTRA+=(--set "$item"); done
+COMMON+=("${EXTRA[@]}")
 run() {  # name, seconds it may take, then live_node.py arguments
   local name=$1 limit=$2; shift 2
   echo "=== $name ($(date +%T))"
@@ -39,7 +44,7 @@ for step in $STEPS; do
     prepare) for pass in ${PREPARE_PASSES:-first}; do
                echo "=== prepare, $pass ($(date +%T))"; t0=$SECONDS
                $PY -m lingbot_ros.tools.prepare --set preset:=$PRESET \
-                   --set dtype:=${DTYPE:-bfloat16} 2>&1 | tee -a "$OUT/logs/prepare.txt"
+                   --set dtype:=${DTYPE:-bfloat16} "${EXTRA[@]}" 2>&1 | tee -a "$OUT/logs/prepare.txt"
                echo "prepare $pass: $((SECONDS - t0)) s wall" | tee -a "$OUT/logs/prepare.txt"
              done ;;
     15) run live_15hz $((N / 15 + 90)) --rate 15 --frames "$N" \
