@@ -186,6 +186,7 @@ class Settings:
     seed: int = 0
     device: str = 'cpu'
     backend: str = 'auto'  # our attention back end ('auto': FlashInfer on CUDA, else SDPA)
+    trace: bool = False    # keep a token sample of every block's output in the scale call
 
     @property
     def evictions(self) -> int:
@@ -447,6 +448,93 @@ def device_name(device: torch.device) -> str:
            f'{torch.get_num_threads()} torch threads)'
 
 
+# --------------------------------------------------------------------------- layer trace
+#
+# Where does one side's bf16 path leave float32 faster than the other's? With --trace each
+# run keeps a sample of every transformer block's output in its first model call (the scale
+# call: the same images, the same weights on both sides, module names as released), and the
+# report gives, block by block, each bf16 run's relative distance from the reference's
+# float32 run: the block where ours starts to grow away faster is where its rounding differs.
+
+TRACE_STRIDE = 7  # every 7th token row of a traced output is kept (the same rows on both sides)
+
+
+def traced_modules(preset: str) -> List[str]:
+    """Name the modules whose first-call outputs ``--trace`` keeps, in the order they run."""
+    from lingbot_ros.model.config import ModelConfig
+    cfg = ModelConfig.preset(preset)
+    names = [f'aggregator.patch_embed.blocks.{j}' for j in range(cfg.patch_embed.depth)]
+    names.append('aggregator.patch_embed.norm')
+    for i in range(cfg.aggregator.depth):
+        names += [f'aggregator.frame_blocks.{i}', f'aggregator.global_blocks.{i}']
+    # the camera head's trunk, in its first refinement iteration (float32 on both sides)
+    names += [f'camera_head.trunk.{k}' for k in range(cfg.camera_head.trunk_depth)]
+    return names
+
+
+class FirstCallTrace:
+    """A sample (every TRACE_STRIDE-th token) of named modules' outputs in the first call."""
+
+    def __init__(self, model: nn.Module, names: Sequence[str]) -> None:
+        modules = dict(model.named_modules())
+        self.outputs: Dict[str, np.ndarray] = {}
+        self.missing = [n for n in names if n not in modules]
+        self._handles = [modules[n].register_forward_hook(self._keeper(n))
+                         for n in names if n in modules]
+
+    def _keeper(self, name: str):
+        def keep(module: nn.Module, args: tuple, output: object) -> None:
+            if name in self.outputs or not torch.is_tensor(output):
+                return
+            rows = output.detach().reshape(-1, output.shape[-1])[::TRACE_STRIDE]
+            self.outputs[name] = rows.float().cpu().numpy()
+        return keep
+
+    def close(self) -> Dict[str, np.ndarray]:
+        """Remove the hooks; return what was kept, keyed ``trace/<module>``."""
+        for handle in self._handles:
+            handle.remove()
+        return {f'trace/{k}': v for k, v in self.outputs.items()}
+
+
+def relative_distance(a: np.ndarray, b: np.ndarray) -> float:
+    """Return ``||a - b|| / ||b||`` (float64), or NaN when the shapes differ."""
+    if a.shape != b.shape:
+        return float('nan')
+    a64, b64 = a.astype(np.float64), b.astype(np.float64)
+    return float(np.linalg.norm(a64 - b64) / max(np.linalg.norm(b64), 1e-30))
+
+
+def trace_rows(arrays: Dict['RunKind', Dict[str, np.ndarray]], names: Sequence[str],
+               baseline: 'RunKind') -> List[dict]:
+    """Per traced module: each other run's relative distance from ``baseline``'s output."""
+    rows = []
+    for name in names:
+        key = f'trace/{name}'
+        if key not in arrays.get(baseline, {}):
+            continue
+        row = {'module': name}
+        for run, data in arrays.items():
+            if run is not baseline and key in data:
+                row[run.value] = relative_distance(data[key], arrays[baseline][key])
+        rows.append(row)
+    return rows
+
+
+def trace_table(rows: Sequence[dict], baseline: str) -> List[str]:
+    """Return the trace rows as aligned text (relative distance from ``baseline``)."""
+    runs = sorted({k for r in rows for k in r if k != 'module'})
+    if not rows or not runs:
+        return []
+    head = f"{'module (scale call)':36s}" + ''.join(f'{r:>20s}' for r in runs)
+    lines = [f'layer trace: ||run - {baseline}|| / ||{baseline}|| of each block output, '
+             f'every {TRACE_STRIDE}th token', head, '-' * len(head)]
+    for r in rows:
+        lines.append(f"{r['module']:36s}"
+                     + ''.join(f"{_num(r[k]) if k in r else '-':>20s}" for k in runs))
+    return lines
+
+
 def run_ours(run: RunKind, settings: Settings, weights: Path,
              images: torch.Tensor) -> Tuple[Dict[str, np.ndarray], dict]:
     """Stream ``images`` through our Engine/Session; return (arrays, facts of the run)."""
@@ -468,6 +556,8 @@ def run_ours(run: RunKind, settings: Settings, weights: Path,
                           camera_iterations=settings.camera_iterations,
                           max_window_frames=max(settings.frames, settings.scale_frames + 1))
     session = engine.new_session(NAME, stream)
+    trace = FirstCallTrace(engine.model, traced_modules(settings.preset)) \
+        if settings.trace else None
     _sync(engine.device)
     t0 = time.perf_counter()
     out = session.run(images)
@@ -488,6 +578,8 @@ def run_ours(run: RunKind, settings: Settings, weights: Path,
         raise RuntimeError(f'{run.value}: ' + '; '.join(problems))
     arrays = {'pose_enc': np.asarray(out.arrays['pose_enc'], np.float32),
               'depth': np.asarray(out.arrays['depth'][..., 0], np.float32)}
+    if trace is not None:
+        arrays.update(trace.close())
     facts = {'load_s': round(load_s, 2), 'inference_s': round(inference_s, 2),
              'ms_per_frame': round(inference_s * 1e3 / len(images), 1),
              'backend': engine.backend, 'backend_reason': engine.backend_reason,
@@ -557,6 +649,7 @@ def run_reference(run: RunKind, settings: Settings, weights: Path, images: torch
     load_s = time.perf_counter() - t0
     images = images.to(device)
     autocast = torch.autocast(device.type, dtype=torch.bfloat16, enabled=run.bf16)
+    trace = FirstCallTrace(model, traced_modules(settings.preset)) if settings.trace else None
     _sync(device)
     t0 = time.perf_counter()
     with torch.no_grad(), autocast:
@@ -566,6 +659,8 @@ def run_reference(run: RunKind, settings: Settings, weights: Path, images: torch
     inference_s = time.perf_counter() - t0
     arrays = {'pose_enc': pred['pose_enc'][0].float().cpu().numpy(),
               'depth': pred['depth'][0, ..., 0].float().cpu().numpy()}
+    if trace is not None:
+        arrays.update(trace.close())
     facts = {'load_s': round(load_s, 2), 'inference_s': round(inference_s, 2),
              'ms_per_frame': round(inference_s * 1e3 / len(images), 1),
              'backend': 'flashinfer (use_sdpa=False)' if flashinfer else 'sdpa (use_sdpa=True)',
@@ -724,6 +819,8 @@ def report_text(result: dict) -> str:
         '',
     ]
     lines += table(result['comparisons'])
+    if result.get('trace'):
+        lines += [''] + trace_table(result['trace'], result['baseline'])
     lines += ['', f"{'run':20s} {'status':8s} {'load s':>8s} {'infer s':>8s} {'ms/frame':>9s} "
               f"{'child s':>8s}  back end"]
     for name, r in result['runs'].items():
@@ -765,6 +862,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument('--runs', default=','.join(r.value for r in RunKind),
                    help=f'comma-separated subset of {[r.value for r in RunKind]}')
     p.add_argument('--seed', type=int, default=0, help='seed of the random weights')
+    p.add_argument('--trace', action='store_true',
+                   help="also keep a sample of every block's output in the scale call and "
+                   'report, block by block, how far each run is from the baseline')
     p.add_argument('--preset', default='release', help='our model preset (release, tiny)')
     p.add_argument('--out', type=Path, help='folder for bf16_drift.{json,txt,log}')
     p.add_argument('--work', type=Path, default=None,
@@ -824,7 +924,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                         sliding_window=args.sliding_window,
                         camera_iterations=args.camera_iterations, image_size=args.image_size,
                         seed=args.seed, device=_resolve_device(args.device),
-                        backend=args.backend)
+                        backend=args.backend, trace=args.trace)
     reference = args.reference.resolve() if args.reference is not None else None
     args.out.mkdir(parents=True, exist_ok=True)
     log = args.out / f'{NAME}.log'
@@ -932,8 +1032,10 @@ def _measure(runs: Sequence[RunKind], settings: Settings, reference: Optional[Pa
         f'Baseline: {baseline.value}' + ('' if baseline is RunKind.REF_FP32 else
                                          ' (ref-fp32 did not run)'),
     ]
+    trace = trace_rows(arrays, traced_modules(settings.preset), baseline) \
+        if settings.trace else []
     device = torch.device(settings.device)
-    return {'benchmark': NAME,
+    return {'benchmark': NAME, 'trace': trace,
             'date': datetime.datetime.now(datetime.timezone.utc).isoformat(timespec='seconds'),
             'device': device_name(device) if device.type != 'cuda' else
             next((r['facts']['device'] for r in records.values() if r.get('facts')), 'cuda'),

@@ -164,7 +164,7 @@ def test_whole_script_with_our_runs(tmp_path):
                      '--sliding-window', '2', '--image-size', '42', '--device', 'cpu',
                      '--camera-iterations', '2', '--images', str(folder),
                      '--runs', 'ours-fp32,ours-bf16,ours-bf16-fp8cache,ref-bf16',
-                     '--out', str(out)])
+                     '--trace', '--out', str(out)])
     assert rc == 0
     result = json.loads((out / 'bf16_drift.json').read_text())
     assert result['images']['model_hw'] == [28, 42]
@@ -175,3 +175,25 @@ def test_whole_script_with_our_runs(tmp_path):
         [('ours-bf16', 'ours-fp32')]
     text = (out / 'bf16_drift.txt').read_text()
     assert 'ours-bf16' in text and 'skipped' in text
+    names = drift.traced_modules('tiny')
+    assert [r['module'] for r in result['trace']] == names
+    assert all(0 < r['ours-bf16'] < 1 for r in result['trace'])  # bf16 rounding, no more
+    assert 'layer trace' in text and names[-1] in text
+
+
+def test_first_call_trace_keeps_the_first_call_only():
+    block = torch.nn.Linear(4, 4)
+    model = torch.nn.Sequential(block)
+    trace = drift.FirstCallTrace(model, ['0', 'missing'])
+    first = torch.randn(3, 14, 4)
+    model(first)
+    model(torch.randn(3, 14, 4))
+    kept = trace.close()
+    assert trace.missing == ['missing'] and list(kept) == ['trace/0']
+    want = block(first).detach().reshape(-1, 4)[::drift.TRACE_STRIDE].numpy()
+    np.testing.assert_array_equal(kept['trace/0'], want)
+    model(first)
+    assert len(trace.outputs) == 1  # the hooks are gone
+    assert drift.relative_distance(want, want) == 0
+    assert math.isnan(drift.relative_distance(want, want[:1]))
+    assert drift.relative_distance(2 * want, want) == pytest.approx(1.0)
