@@ -65,6 +65,7 @@ def test_the_engine_option_is_a_validated_bool_and_says_why_it_is_off_on_the_cpu
     with pytest.raises(ConfigError, match='torch_compile'):
         EngineConfig(torch_compile='yes').validate()
     engine = Engine.load(EngineConfig(device='cpu', torch_compile=True))
+    assert engine.compiled_blocks == 0
     assert engine.compile_status.startswith('off: needs CUDA'), engine.compile_status
     assert all(b.pieces is None for b in engine.model.modules() if isinstance(b, Block))
     assert Engine.load(EngineConfig(device='cpu')).compile_status == 'off'

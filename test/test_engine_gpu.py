@@ -96,7 +96,7 @@ def test_compiled_graphed_session_agrees_with_the_plain_one(tmp_path):
     graphed, _ = _engines(tmp_path)
     path = tmp_path / 'small64.json'
     compiled = Engine.load(graphed.config.replace(model_config=str(path), torch_compile=True))
-    assert compiled.compile_status.startswith('on'), compiled.compile_status
+    assert compiled.compiled_blocks > 0, compiled.compile_status
     rng = np.random.default_rng(1)
     frames = [rng.integers(0, 256, (96, 128, 3), dtype=np.uint8) for _ in range(16)]
     want, _ = _run(graphed, frames)

@@ -323,7 +323,7 @@ class LingbotNode(LifecycleNode):
             self._log_memory_need(engine_cfg, stream_cfg, len(params.inputs.camera_topics))
             engine = Engine.load(engine_cfg, progress=self._configure_progress)
             phases.mark('model', getattr(engine, 'load_phases', None))
-            if engine.compile_status.startswith('on'):
+            if engine.compiled_blocks:
                 self._compile_ahead(engine, stream_cfg)
                 phases.mark('compile warm-up')
             names = params.resolved_camera_names
@@ -393,7 +393,12 @@ class LingbotNode(LifecycleNode):
         size = f'{NOMINAL_INPUT_HW[1]}x{NOMINAL_INPUT_HW[0]}'
         log.info(f'torch_compile: compiling the blocks for a {size} camera (tens of seconds '
                  'the first time on a machine, seconds once cached)')
-        seconds = engine.warm_up(stream_cfg, NOMINAL_INPUT_HW)
+        try:
+            seconds = engine.warm_up(stream_cfg, NOMINAL_INPUT_HW)
+        except Exception as exc:  # noqa: BLE001 (the cameras then compile at their first frames)
+            log.warning(f'torch_compile: the warm-up failed ({type(exc).__name__}: {exc}); '
+                        'each camera compiles at its first frames instead')
+            return
         log.info(f'torch_compile: warm-up at {size} took {seconds:.1f} s; a camera of another '
                  'size compiles at its first frames')
 

@@ -189,7 +189,8 @@ class Engine:
         self.cache_factory = cache_factory or default_cache_factory(backend)
         self.backend_reason = 'given'
         self.load_phases: dict = {}  # Engine.load: seconds by step
-        self.compile_status = 'off'  # torch_compile: whether the blocks' pieces are compiled
+        self.compiled_blocks = 0  # torch_compile: blocks whose pieces are compiled (0: off)
+        self.compile_status = 'off'  # the same, said for a person (diagnostics, bench)
         self.runner = _Runner(model, cuda_graphs and device.type == 'cuda')
         self._sessions: dict = {}
 
@@ -245,7 +246,7 @@ class Engine:
         phases['checkpoint and weights'] = time.monotonic() - t
         if cfg.depth_chunk_frames:
             model.depth_head.chunk = cfg.depth_chunk_frames
-        compile_status = 'off'
+        blocks, compile_status = 0, 'off'
         if cfg.torch_compile:
             if device.type == 'cuda':
                 from lingbot_ros.model.compiled import compile_blocks
@@ -264,7 +265,7 @@ class Engine:
                      config=cfg)
         engine.backend_reason = backend_reason
         engine.load_phases = phases
-        engine.compile_status = compile_status
+        engine.compiled_blocks, engine.compile_status = blocks, compile_status
         return engine
 
     def context(self) -> SessionContext:

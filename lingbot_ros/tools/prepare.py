@@ -83,7 +83,7 @@ def main(argv: Optional[list] = None) -> int:
         except EngineError as exc:
             print(f'lingbot-ros-prepare: torch_compile: {exc}', file=sys.stderr)
             return 1
-        if not engine.compile_status.startswith('on'):
+        if not engine.compiled_blocks:
             print(f'torch_compile: {engine.compile_status}; nothing to compile')
             return 0
         seconds = engine.warm_up(stream_config(params), NOMINAL_INPUT_HW)
