@@ -110,3 +110,12 @@ def test_prepare_says_there_is_nothing_to_compile_without_cuda(capsys):
     out = capsys.readouterr().out
     assert 'attention backend sdpa' in out
     assert 'torch_compile: off: needs CUDA' in out and 'nothing to compile' in out
+
+
+def test_kernel_cache_is_the_given_folder_or_ours_under_the_user_cache(monkeypatch, tmp_path):
+    from lingbot_ros.model.compiled import kernel_cache_dir
+    monkeypatch.setenv('TORCHINDUCTOR_CACHE_DIR', str(tmp_path / 'given'))
+    assert kernel_cache_dir() == tmp_path / 'given'
+    monkeypatch.delenv('TORCHINDUCTOR_CACHE_DIR')
+    monkeypatch.setenv('XDG_CACHE_HOME', str(tmp_path / 'xdg'))
+    assert kernel_cache_dir() == tmp_path / 'xdg' / 'lingbot_ros' / 'torchinductor'

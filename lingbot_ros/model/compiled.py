@@ -27,11 +27,16 @@ weights are inputs and blocks of one shape share one compiled graph. Each distin
 shape and dtype (the DINO trunk, frame and global blocks, the camera head, for a scale
 call and for a streaming frame) is compiled once, on first use; ``RECOMPILES`` is how
 many such variants dynamo may keep per piece. Compiling takes tens of seconds the
-first time on a machine, less from PyTorch's on-disk cache afterwards.
+first time on a machine, seconds from PyTorch's on-disk cache afterwards. That cache
+lives under the system's temporary folder unless ``TORCHINDUCTOR_CACHE_DIR`` says
+otherwise, and many robots clear it at every boot: without the variable set, it goes
+to :func:`kernel_cache_dir` (beside FlashInfer's, under ``~/.cache``).
 """
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
 from typing import Optional
 
 import torch
@@ -42,6 +47,15 @@ from .layers import Block, block_post_attention, block_pre_attention
 RECOMPILES = 64   # shape/dtype variants kept per piece (dynamo's default, 8, is too few)
 
 
+def kernel_cache_dir() -> Path:
+    """Return where compiled kernels are kept: ``TORCHINDUCTOR_CACHE_DIR`` or ours."""
+    given = os.environ.get('TORCHINDUCTOR_CACHE_DIR')
+    if given:
+        return Path(given)
+    base = Path(os.environ.get('XDG_CACHE_HOME') or Path.home() / '.cache')
+    return base / 'lingbot_ros' / 'torchinductor'
+
+
 def compile_blocks(model: nn.Module, backend: Optional[str] = None) -> int:
     """
     Route every :class:`Block` of ``model`` through one compiled pre/post pair.
@@ -49,6 +63,7 @@ def compile_blocks(model: nn.Module, backend: Optional[str] = None) -> int:
     ``backend`` is ``torch.compile``'s (None: inductor; tests on the CPU pass 'eager'
     to check that each piece traces as one graph). Returns the number of blocks.
     """
+    os.environ['TORCHINDUCTOR_CACHE_DIR'] = str(kernel_cache_dir())  # read at compile time
     config = torch._dynamo.config
     name = 'recompile_limit' if hasattr(config, 'recompile_limit') else 'cache_size_limit'
     setattr(config, name, max(getattr(config, name), RECOMPILES))

@@ -25,8 +25,8 @@ which needs none), 1 when the asked-for backend failed.
 
 With ``torch_compile: true`` it also compiles the model's blocks for a 640x480 camera (random
 weights: compiled kernels do not depend on weight values), which fills PyTorch's on-disk
-kernel cache (``TORCHINDUCTOR_CACHE_DIR``, by default under the system's temporary folder:
-point it at a kept folder in a robot image) so the node's own warm-up takes seconds.
+kernel cache (``TORCHINDUCTOR_CACHE_DIR``, or ``~/.cache/lingbot_ros/torchinductor`` when it
+is not set) so the node's own warm-up takes seconds.
 """
 
 from __future__ import annotations
