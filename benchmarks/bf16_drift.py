@@ -751,8 +751,13 @@ def _git(*args: str) -> str:
     return proc.stdout.strip() if proc.returncode == 0 else ''
 
 
-def versions(reference: Optional[Path]) -> dict:
-    """Return Python, torch, FlashInfer and numpy versions and both commits."""
+def versions(reference: Optional[Path], ours_commit: Optional[str] = None) -> dict:
+    """
+    Return Python, torch, FlashInfer and numpy versions and both commits.
+
+    ``ours_commit`` (``--ours-commit``) wins over what git says: the GPU machine's copy of
+    the tree can carry a ``.git`` older than the tree itself.
+    """
     out = {'python': platform.python_version(), 'torch': torch.__version__,
            'cuda': torch.version.cuda, 'numpy': np.__version__, 'flashinfer': None}
     for dist in ('flashinfer-python', 'flashinfer'):
@@ -762,7 +767,9 @@ def versions(reference: Optional[Path]) -> dict:
         except importlib.metadata.PackageNotFoundError:
             continue
     sha = _git('rev-parse', 'HEAD')
-    if sha:
+    if ours_commit:
+        out['ours_commit'], out['ours_dirty'] = ours_commit, None
+    elif sha:
         out['ours_commit'] = sha
         out['ours_dirty'] = bool(_git('status', '--porcelain', '--untracked-files=no'))
     else:  # the device copy has no .git: the commit written beside the reference
@@ -862,6 +869,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument('--runs', default=','.join(r.value for r in RunKind),
                    help=f'comma-separated subset of {[r.value for r in RunKind]}')
     p.add_argument('--seed', type=int, default=0, help='seed of the random weights')
+    p.add_argument('--ours-commit', default=None,
+                   help="our commit to record (the GPU machine's .git can be stale)")
     p.add_argument('--trace', action='store_true',
                    help="also keep a sample of every block's output in the scale call and "
                    'report, block by block, how far each run is from the baseline')
@@ -937,7 +946,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         work = Path(tempfile.mkdtemp(prefix=f'{NAME}_'))
     try:
         result = _measure(runs, settings, reference, find_images(args.images), work, log,
-                          args.timeout, args.resume)
+                          args.timeout, args.resume, args.ours_commit)
     finally:
         if args.work is None:
             shutil.rmtree(work, ignore_errors=True)
@@ -986,7 +995,8 @@ def _prepare(settings: Settings, reference: Optional[Path], folder: Path, work: 
 
 
 def _measure(runs: Sequence[RunKind], settings: Settings, reference: Optional[Path],
-             folder: Path, work: Path, log: Path, timeout: float, resume: bool = False) -> dict:
+             folder: Path, work: Path, log: Path, timeout: float, resume: bool = False,
+             ours_commit: Optional[str] = None) -> dict:
     image_info, weights_info, prep_s = _prepare(settings, reference, folder, work, resume)
     print(f'images {image_info["model_hw"]} x {settings.frames}, weights '
           f'{weights_info["params"]:,} params ({weights_info["manifest"]}) in {prep_s:.1f} s',
@@ -1041,7 +1051,7 @@ def _measure(runs: Sequence[RunKind], settings: Settings, reference: Optional[Pa
             next((r['facts']['device'] for r in records.values() if r.get('facts')), 'cuda'),
             'settings': dataclasses.asdict(settings), 'evictions': settings.evictions,
             'images': image_info, 'weights': weights_info,
-            'versions': versions(reference), 'prepare_s': round(prep_s, 1),
+            'versions': versions(reference, ours_commit), 'prepare_s': round(prep_s, 1),
             'baseline': baseline.value, 'runs': records, 'comparisons': comparisons,
             'issue_figures': ISSUE_FIGURES, 'notes': notes}
 

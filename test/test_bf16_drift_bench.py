@@ -164,11 +164,12 @@ def test_whole_script_with_our_runs(tmp_path):
                      '--sliding-window', '2', '--image-size', '42', '--device', 'cpu',
                      '--camera-iterations', '2', '--images', str(folder),
                      '--runs', 'ours-fp32,ours-bf16,ours-bf16-fp8cache,ref-bf16',
-                     '--trace', '--out', str(out)])
+                     '--trace', '--ours-commit', 'abc123', '--out', str(out)])
     assert rc == 0
     result = json.loads((out / 'bf16_drift.json').read_text())
     assert result['images']['model_hw'] == [28, 42]
     assert result['evictions'] == 2 and result['baseline'] == 'ours-fp32'
+    assert result['versions']['ours_commit'] == 'abc123'
     assert 'CUDA' in result['runs']['ours-bf16-fp8cache']['skipped']
     assert 'reference' in result['runs']['ref-bf16']['skipped']
     assert [(c['run'], c['against']) for c in result['comparisons']] == \
