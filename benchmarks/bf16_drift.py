@@ -84,6 +84,9 @@ import numpy as np
 import torch
 from torch import nn
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import side_by_side  # noqa: E402,I100 (the commits, found as the side-by-side run finds them)
+
 Path = pathlib.Path
 REPO = Path(__file__).resolve().parents[1]
 IMAGE_FOLDERS = (REPO.parent / 'shared' / 'data' / 'courthouse', REPO / '.data' / 'courthouse')
@@ -742,21 +745,13 @@ def run_child(run: RunKind, job: Path, log: Path, timeout: float) -> dict:
 # --------------------------------------------------------------------------- report
 
 
-def _git(*args: str) -> str:
-    try:
-        proc = subprocess.run(['git', '-C', str(REPO), *args], capture_output=True, text=True,
-                              timeout=30)
-    except (OSError, subprocess.SubprocessError):
-        return ''
-    return proc.stdout.strip() if proc.returncode == 0 else ''
-
-
 def versions(reference: Optional[Path], ours_commit: Optional[str] = None) -> dict:
     """
     Return Python, torch, FlashInfer and numpy versions and both commits.
 
     ``ours_commit`` (``--ours-commit``) wins over what git says: the GPU machine's copy of
-    the tree can carry a ``.git`` older than the tree itself.
+    the tree can carry a ``.git`` older than the tree itself. Both commits are found the
+    way ``side_by_side.py`` finds them.
     """
     out = {'python': platform.python_version(), 'torch': torch.__version__,
            'cuda': torch.version.cuda, 'numpy': np.__version__, 'flashinfer': None}
@@ -766,20 +761,10 @@ def versions(reference: Optional[Path], ours_commit: Optional[str] = None) -> di
             break
         except importlib.metadata.PackageNotFoundError:
             continue
-    sha = _git('rev-parse', 'HEAD')
-    if ours_commit:
-        out['ours_commit'], out['ours_dirty'] = ours_commit, None
-    elif sha:
-        out['ours_commit'] = sha
-        out['ours_dirty'] = bool(_git('status', '--porcelain', '--untracked-files=no'))
-    else:  # the device copy has no .git: the commit written beside the reference
-        stored = [f for f in ((reference or REPO / '.reference') / 'OURS_COMMIT',
-                              REPO / '.reference' / 'OURS_COMMIT') if f.is_file()]
-        out['ours_commit'] = stored[0].read_text().strip() if stored else 'unknown'
-        out['ours_dirty'] = None
-    commit = reference / 'COMMIT' if reference is not None else None
-    out['reference_commit'] = (commit.read_text().strip() if commit is not None
-                               and commit.is_file() else None)
+    ours = side_by_side.ours_commit(ours_commit)
+    out['ours_commit'], out['ours_dirty'] = ours['commit'], ours['dirty']
+    out['reference_commit'] = (side_by_side.reference_commit(reference)
+                               if reference is not None else None)
     return out
 
 
