@@ -58,9 +58,12 @@ def _frames(count: int, seed: int):
                          for _ in range(LAYERS)]
 
 
-def test_flashinfer_equals_sdpa_over_many_evictions():
+@pytest.mark.parametrize('splits', [1, 3, 4])
+def test_flashinfer_equals_sdpa_over_many_evictions(splits):
+    # splits > 1: the keys cut into parts merged by their log-sum-exp (FlashInferRagged)
     caches = {name: PagedStreamCache.allocate(LAYOUT, LAYERS, HEADS, HEAD_DIM,
-                                              torch.bfloat16, 'cuda', backend=name)
+                                              torch.bfloat16, 'cuda', backend=name,
+                                              kv_splits=splits if name == 'flashinfer' else 0)
               for name in ('sdpa', 'flashinfer')}
     dense = DenseStreamCache(LAYOUT.special_tokens, LAYOUT.scale_frames, LAYOUT.sliding_window)
     worst = {'fi_vs_sdpa': 0.0, 'sdpa_vs_fp32': 0.0}
@@ -113,3 +116,18 @@ def test_batched_flashinfer_equals_separate_sdpa_runs():
                     c.commit() if kf else c.rollback()
     print('batched max abs difference', worst, 'backend', batch.backend_reason)
     assert worst <= BF16_ATOL
+
+
+@pytest.mark.parametrize('splits', [2, 4, 5])
+def test_the_merge_kernel_equals_the_pytorch_merge(splits):
+    from lingbot_ros.cache.split_merge import merge_splits, merge_splits_torch
+    gen = torch.Generator(device='cuda').manual_seed(splits)
+    n = 978
+    parts = torch.randn(splits * n, HEADS, HEAD_DIM, device='cuda', generator=gen)
+    lse = torch.randn(splits * n, HEADS, device='cuda', generator=gen) * 20
+    for dtype in (torch.bfloat16, torch.float16):
+        a = merge_splits(parts.to(dtype), lse, splits).float()
+        b = merge_splits_torch(parts.to(dtype), lse, splits).float()
+        assert a.shape == (n, HEADS, HEAD_DIM)
+        # each rounds once to half precision: within one unit in the last place (2^-7 of bf16)
+        torch.testing.assert_close(a, b, rtol=2 ** -7, atol=1e-3)

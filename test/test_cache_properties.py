@@ -364,7 +364,7 @@ def test_flashinfer_float8_plans_keep_the_queries_in_half_precision():
     assert paged.wrapper.plans[0]['kv_data_type'] == FP8
     assert paged.wrapper.runs == [torch.bfloat16] * 2
     ragged = FlashInferRagged.__new__(FlashInferRagged)
-    ragged.wrapper = _FakeWrapper()
+    ragged.wrapper, ragged.splits = _FakeWrapper(), 1
     ragged._qo = torch.zeros(2, dtype=torch.int32)
     ragged._kv = torch.zeros(2, dtype=torch.int32)
     ragged.plan(3, 8, HEADS, HEAD_DIM, torch.bfloat16, FP8)

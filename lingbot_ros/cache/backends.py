@@ -50,6 +50,7 @@ import torch
 import torch.nn.functional as F  # noqa: N812
 
 from .page_table import PageTable
+from .split_merge import merge_splits
 
 BACKENDS = ('auto', 'sdpa', 'flashinfer', 'paged_sdpa')
 # FlashInfer's float workspace (split-KV partial results), one per device for every wrapper;
@@ -279,6 +280,12 @@ class FlashInferRagged:
     The index arrays live in two small host tensors updated in place (``plan`` reads
     them on the host), so a frame builds no tensors from Python lists.
 
+    ``splits`` > 1 cuts the keys into that many consecutive parts, each planned as a
+    request of its own with a copy of the queries, and merges the parts' outputs by
+    their log-sum-exp (``split_merge.merge_splits``): a streaming frame has too few
+    query tiles to fill the GPU (see :func:`auto_kv_splits`), and the parts run side by
+    side.
+
     ``graph=True`` builds FlashInfer's CUDA-graph mode: ``plan`` writes the request into
     fixed device buffers, so a ``run`` captured in a graph serves every later plan with
     the same query count. Its keys are then passed whole (a layer's fixed flat view) and
@@ -287,33 +294,80 @@ class FlashInferRagged:
     frame's outputs were read back, so the copy has long been done.
     """
 
-    def __init__(self, device: torch.device, kernel: str = 'auto', graph: bool = False) -> None:
+    def __init__(self, device: torch.device, kernel: str = 'auto', graph: bool = False,
+                 splits: int = 1) -> None:
+        if not 1 <= splits <= MAX_KV_SPLITS:
+            raise ValueError(f'splits={splits!r} is not allowed: 1 .. {MAX_KV_SPLITS}')
+        self.splits = splits
         buffers = {}
         if graph:
             buffers = {'use_cuda_graph': True,
-                       'qo_indptr_buf': torch.zeros(2, dtype=torch.int32, device=device),
-                       'kv_indptr_buf': torch.zeros(2, dtype=torch.int32, device=device)}
+                       'qo_indptr_buf': torch.zeros(splits + 1, dtype=torch.int32,
+                                                    device=device),
+                       'kv_indptr_buf': torch.zeros(splits + 1, dtype=torch.int32,
+                                                    device=device)}
         self.wrapper = _flashinfer_wrapper('PrefillWithRaggedKVCache', device, kernel, **buffers)
         pin = torch.device(device).type == 'cuda'
-        self._qo = torch.zeros(2, dtype=torch.int32, pin_memory=pin)
-        self._kv = torch.zeros(2, dtype=torch.int32, pin_memory=pin)
+        self._qo = torch.zeros(splits + 1, dtype=torch.int32, pin_memory=pin)
+        self._kv = torch.zeros(splits + 1, dtype=torch.int32, pin_memory=pin)
 
     def plan(self, queries: int, keys: int, heads: int, head_dim: int,
              dtype: torch.dtype, kv_dtype: Optional[torch.dtype] = None,
              kv_offset: int = 0) -> None:
         """Plan ``queries`` (``dtype``) over ``keys`` tokens (``kv_dtype``) from ``kv_offset``."""
-        self._qo[1] = queries
-        self._kv[0] = kv_offset
-        self._kv[1] = kv_offset + keys
+        s = self.splits
+        if keys < s:
+            raise ValueError(f'keys={keys} is not allowed with splits={s}: each part needs '
+                             'a key')
+        qo, kv = self._qo.numpy(), self._kv.numpy()
+        for i in range(s + 1):   # equal parts; the first ones take the remainder
+            qo[i] = i * queries
+            kv[i] = kv_offset + (keys * i + s - 1) // s
         self.wrapper.plan(self._qo, self._kv, heads, heads, head_dim, causal=False,
                           q_data_type=dtype, kv_data_type=kv_dtype or dtype)
 
     def run(self, q: torch.Tensor, k_run: torch.Tensor, v_run: torch.Tensor) -> torch.Tensor:
         """``q`` [1, H, N, D] over a contiguous run ``[tokens, H, D]`` -> [1, H, N, D]."""
         dtype = compute_dtype(q.dtype, k_run.dtype)
-        q_nhd = q[0].to(dtype).transpose(0, 1).contiguous()
-        out = self.wrapper.run(q_nhd, k_run, v_run)
+        q_nhd = q[0].to(dtype).transpose(0, 1)
+        if self.splits == 1:
+            out = self.wrapper.run(q_nhd.contiguous(), k_run, v_run)
+        else:
+            parts, lse = self.wrapper.run(q_nhd.repeat(self.splits, 1, 1), k_run, v_run,
+                                          return_lse=True)
+            out = merge_splits(parts, lse, self.splits)
         return out.transpose(0, 1).unsqueeze(0).to(q.dtype)
+
+
+MAX_KV_SPLITS = 16
+# Query rows one CTA of FlashInfer's Hopper (FA3) prefill takes, by head size (its tile
+# table): what decides how many CTAs a frame's queries make.
+_SM90_QUERY_TILE = {64: 192, 128: 128, 256: 128}
+
+
+def auto_kv_splits(queries: int, heads: int, head_dim: int, device: torch.device) -> int:
+    """
+    Return how many key parts fill the GPU best for a call of ``queries`` queries.
+
+    One frame of the release model (978 queries, 16 heads of 64) makes 6 x 16 = 96 CTAs
+    of FlashInfer's Hopper kernel, so 36 of an H200's 132 SMs idle for the whole call
+    while each CTA walks every key. Cutting the keys into s parts makes 96 s shorter
+    CTAs; the call takes about ceil(96 s / SMs) / s of the time (s = 4: 0.75). Only on
+    Hopper (FlashInfer's other kernels split the keys themselves); 1 elsewhere.
+    """
+    device = torch.device(device)
+    if device.type != 'cuda' or head_dim not in _SM90_QUERY_TILE:
+        return 1
+    props = torch.cuda.get_device_properties(device)
+    if props.major != 9:
+        return 1
+    return best_kv_splits(-(-queries // _SM90_QUERY_TILE[head_dim]) * heads,
+                          props.multi_processor_count)
+
+
+def best_kv_splits(tiles: int, sms: int, limit: int = 8) -> int:
+    """Pick the s in 1..limit with the fewest waves per part, ceil(tiles s / sms) / s."""
+    return min(range(1, limit + 1), key=lambda s: (-(-tiles * s // sms) / s, s))
 
 
 def flashinfer_kernel_dir() -> Optional[Path]:

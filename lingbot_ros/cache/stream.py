@@ -40,8 +40,8 @@ from typing import Optional, Union
 
 import torch
 
-from .backends import (compute_dtype, FlashInferRagged, paged_sdpa_run, resolve_backend,
-                       sdpa_run, storable)
+from .backends import (auto_kv_splits, compute_dtype, FlashInferRagged, MAX_KV_SPLITS,
+                       paged_sdpa_run, resolve_backend, sdpa_run, storable)
 from .layout import StreamLayout
 from .overflow import CacheOverflow
 from .page_table import PageTable, Run
@@ -51,9 +51,20 @@ from .stats import CacheStats
 
 
 class PagedStreamCache:
-    """One stream's region of a pool, its page table and its transactions."""
+    """
+    One stream's region of a pool, its page table and its transactions.
 
-    def __init__(self, pool: KVPool, stream: int = 0, backend: str = 'auto') -> None:
+    ``kv_splits`` (FlashInfer only): into how many parts each call's keys are cut
+    (:class:`FlashInferRagged`); 0 picks by the call's size and the device
+    (:func:`auto_kv_splits`).
+    """
+
+    def __init__(self, pool: KVPool, stream: int = 0, backend: str = 'auto',
+                 kv_splits: int = 0) -> None:
+        if not (isinstance(kv_splits, int) and 0 <= kv_splits <= MAX_KV_SPLITS):
+            raise ValueError(f'kv_splits={kv_splits!r} is not allowed: 0 (auto) .. '
+                             f'{MAX_KV_SPLITS}')
+        self.kv_splits = kv_splits
         self.pool = pool
         self.stream = stream
         self.layout: StreamLayout = pool.layouts[stream]
@@ -68,7 +79,7 @@ class PagedStreamCache:
                                                             dtype=pool.dtype,
                                                             head_dim=pool.head_dim)
         self.table = PageTable(1, lay.pages, self.page, pool.page_ids)
-        self._flashinfer: Optional[FlashInferRagged] = None
+        self._flashinfer: dict[int, FlashInferRagged] = {}   # by splits
         self._slots = SlotAllocator(lay.scale_frames, lay.sliding_window, lay.patch_pages)
         self.overflow_events = 0
         self.page_moves = 0           # pages copied (all layers) to keep runs contiguous
@@ -81,9 +92,10 @@ class PagedStreamCache:
     def allocate(cls, layout: StreamLayout, layers: int, heads: int, head_dim: int,
                  dtype: torch.dtype = torch.float32,
                  device: Union[str, torch.device] = 'cpu',
-                 backend: str = 'auto') -> 'PagedStreamCache':
+                 backend: str = 'auto', kv_splits: int = 0) -> 'PagedStreamCache':
         """Allocate a pool for this one stream and return its cache."""
-        return cls(KVPool([layout], layers, heads, head_dim, dtype, device), 0, backend)
+        return cls(KVPool([layout], layers, heads, head_dim, dtype, device), 0, backend,
+                   kv_splits)
 
     # --- transaction -----------------------------------------------------------------
 
@@ -258,17 +270,28 @@ class PagedStreamCache:
         return blocks
 
     def _plan(self, queries: int, q_dtype: torch.dtype) -> None:
-        if self._planned == (self.generation, q_dtype):
+        if self._planned is not None and self._planned[:2] == (self.generation, q_dtype):
             return
         if self.backend == 'paged_sdpa':  # the ragged FlashInfer path needs no page table
             self.table.update([self.visible_run()._replace(queries=queries)])
         if self.backend == 'flashinfer':
-            if self._flashinfer is None:
-                self._flashinfer = FlashInferRagged(self.pool.device)
+            splits = self.splits_for(queries)
+            if splits not in self._flashinfer:
+                self._flashinfer[splits] = FlashInferRagged(self.pool.device, splits=splits)
             start, end = self.visible_tokens()
-            self._flashinfer.plan(queries, end - start, self.pool.heads, self.pool.head_dim,
-                                  compute_dtype(q_dtype, self.pool.dtype), self.pool.dtype)
-        self._planned = (self.generation, q_dtype)
+            self._flashinfer[splits].plan(queries, end - start, self.pool.heads,
+                                          self.pool.head_dim,
+                                          compute_dtype(q_dtype, self.pool.dtype),
+                                          self.pool.dtype)
+            self._planned = (self.generation, q_dtype, splits)
+        else:
+            self._planned = (self.generation, q_dtype, 1)
+
+    def splits_for(self, queries: int) -> int:
+        """Return how many parts a call of ``queries`` queries cuts its keys into."""
+        if self.kv_splits:
+            return self.kv_splits
+        return auto_kv_splits(queries, self.pool.heads, self.pool.head_dim, self.pool.device)
 
     def attend_cached(self, layer: int, q: torch.Tensor) -> torch.Tensor:
         """Attention of ``q`` over the visible run (after ``_write``), by the backend."""
@@ -280,7 +303,8 @@ class PagedStreamCache:
         if self.backend == 'flashinfer':
             start, end = self.visible_tokens()
             k_flat, v_flat = self.pool.flat(layer)
-            return self._flashinfer.run(q, k_flat[start:end], v_flat[start:end])
+            return self._flashinfer[self._planned[2]].run(q, k_flat[start:end],
+                                                          v_flat[start:end])
         return paged_sdpa_run(q, self.pool.k[layer], self.pool.v[layer], self.table)
 
     def attend(self, layer: int, q: torch.Tensor, k: torch.Tensor,
@@ -394,7 +418,9 @@ class _Staged:
         region = (cache.first_page * cache.page, (cache.first_page + lay.pages) * cache.page)
         if cache.backend == 'flashinfer':
             return cls(dest, ar[:lay.special_tokens], ar[:lay.patch_tokens],
-                       FlashInferRagged(device, graph=True), region, None, None)
+                       FlashInferRagged(device, graph=True,
+                                        splits=cache.splits_for(tokens)),
+                       region, None, None)
         positions = torch.arange(*region, device=device)
         mask = torch.zeros(positions.numel(), dtype=torch.bool, device=device)
         return cls(dest, ar[:lay.special_tokens], ar[:lay.patch_tokens], None, region,

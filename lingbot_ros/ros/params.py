@@ -98,6 +98,10 @@ SPECS: tuple[Spec, ...] = (
          'only): about 7 ms less per frame on the H200, but the first frames compile for tens '
          'of seconds (less once PyTorch has cached the kernels on the machine).',
          read_only=True),
+    Spec('attention_kv_splits', 0, "FlashInfer: cut each frame's cached keys into this many "
+         'parts that run side by side, so one frame fills the GPU (0: chosen from the frame '
+         'size and the GPU: 4 for the release model on an H200).', read_only=True,
+         low=0, high=16),
     Spec('weights_dtype', 'auto', "How weights are stored. 'auto': the aggregator in dtype, "
          "the heads in float32 (as released); 'compute': the heads in dtype too (they still "
          'compute in float32; about 0.34 GiB less for the release model).', read_only=True,
@@ -255,6 +259,7 @@ class ModelParams:
     seed: int
     cuda_graphs: bool
     torch_compile: bool
+    attention_kv_splits: int
     weights_dtype: str
     kv_cache_dtype: str
     depth_chunk_frames: int
@@ -504,7 +509,8 @@ def engine_config(p: NodeParams, cuda_available: bool) -> EngineConfig:
                         kv_cache_dtype=KvCacheDtype(m.kv_cache_dtype),
                         depth_chunk_frames=m.depth_chunk_frames,
                         expandable_segments=m.expandable_segments,
-                        torch_compile=m.torch_compile).validate()
+                        torch_compile=m.torch_compile,
+                        attention_kv_splits=m.attention_kv_splits).validate()
 
 
 def map_config(p: NodeParams) -> MapCloudConfig:

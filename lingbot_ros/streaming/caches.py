@@ -70,6 +70,7 @@ class CacheSpec:
     device: torch.device
     dtype: torch.dtype
     backend: str = 'sdpa'
+    kv_splits: int = 0   # FlashInfer key parts per call (0: auto, see PagedStreamCache)
 
 
 CacheFactory = Callable[[CacheSpec], 'tuple[StreamCache, StreamCache]']
@@ -99,7 +100,7 @@ def paged_cache_factory(spec: CacheSpec) -> 'tuple[StreamCache, StreamCache]':
         special_tokens=spec.special_tokens)
     agg = PagedStreamCache.allocate(agg_layout, spec.global_layers, spec.global_heads,
                                     spec.global_head_dim, spec.dtype, spec.device,
-                                    spec.backend)
+                                    spec.backend, spec.kv_splits)
     camera = PagedStreamCache.allocate(camera_head_layout(capacity=spec.max_frames),
                                        spec.camera_layers, spec.camera_heads,
                                        spec.camera_head_dim, torch.float32, spec.device,

@@ -28,6 +28,7 @@ from enum import Enum
 import re
 from typing import Any, Mapping, Optional
 
+from lingbot_ros.cache.backends import MAX_KV_SPLITS
 from lingbot_ros.model.config import ConfigError, PRESETS
 from lingbot_ros.model.hub import (HubSpecError, is_hub_spec, parse_hub_spec, SPEC_EXAMPLE,
                                    SPEC_FORM)
@@ -152,6 +153,10 @@ class EngineConfig:
     ``torch_compile`` (CUDA only, off by default) fuses what each transformer block
     computes around attention with ``torch.compile`` (see :mod:`lingbot_ros.model.compiled`):
     faster frames, but the first call of each shape compiles for tens of seconds.
+
+    ``attention_kv_splits`` (FlashInfer): into how many parts each call's cached keys are
+    cut so that one frame's queries fill the GPU (0: chosen from the call and the
+    device; see :func:`lingbot_ros.cache.backends.auto_kv_splits`).
     """
 
     checkpoint: Optional[str] = None
@@ -167,6 +172,7 @@ class EngineConfig:
     depth_chunk_frames: int = 0
     expandable_segments: bool = False
     torch_compile: bool = False
+    attention_kv_splits: int = 0
 
     def __post_init__(self) -> None:
         # Parameters arrive as strings (YAML, ROS): take the enum member that has the value.
@@ -210,6 +216,9 @@ class EngineConfig:
                  self.expandable_segments, 'a bool')
         _require(isinstance(self.torch_compile, bool), 'torch_compile', self.torch_compile,
                  'a bool')
+        _require(_is_int(self.attention_kv_splits)
+                 and 0 <= self.attention_kv_splits <= MAX_KV_SPLITS, 'attention_kv_splits',
+                 self.attention_kv_splits, f'an integer 0 (auto) .. {MAX_KV_SPLITS}')
         return self
 
     def replace(self, **changes: Any) -> 'EngineConfig':

@@ -274,7 +274,8 @@ class Engine:
         return SessionContext(model=self.runner, model_config=self.model_config,
                               device=self.device, dtype=self.dtype, backend=self.backend,
                               cache_factory=self.cache_factory, prepare=self._prepare,
-                              kv_dtype=self.kv_dtype)
+                              kv_dtype=self.kv_dtype,
+                              kv_splits=self.config.attention_kv_splits if self.config else 0)
 
     def memory_estimate(self, stream_cfg: StreamConfig, input_hw: tuple, cameras: int = 1):
         """

@@ -133,6 +133,20 @@ def pose_drift(a: np.ndarray, b: np.ndarray) -> dict:
     }
 
 
+def _kv_splits(engine: Engine, args: argparse.Namespace) -> int:
+    """Key parts of a streaming frame's attention (FlashInfer only; else 1)."""
+    if engine.backend != 'flashinfer':
+        return 1
+    if args.kv_splits:
+        return args.kv_splits
+    from lingbot_ros.cache.backends import auto_kv_splits
+    from lingbot_ros.model.config import SPECIAL_TOKENS
+    mc, p = engine.model_config, engine.model_config.patch_size
+    queries = SPECIAL_TOKENS + (args.height // p) * (args.width // p)
+    return auto_kv_splits(queries, mc.aggregator.num_heads, mc.aggregator.head_dim,
+                          engine.device)
+
+
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog='lingbot-ros-bench', description=__doc__.split('\n')[1])
     p.add_argument('--preset', default='release')
@@ -153,6 +167,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument('--eager', action='store_true', help='no CUDA graphs (as the reference)')
     p.add_argument('--compile', action='store_true',
                    help="torch.compile the blocks' pieces around attention (CUDA only)")
+    p.add_argument('--kv-splits', type=int, default=0,
+                   help='FlashInfer key parts per frame (0: auto)')
     p.add_argument('--profile', action='store_true',
                    help='after timing, profile one more run and print the top kernels')
     p.add_argument('--seed', type=int, default=0)
@@ -177,7 +193,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                                           device=args.device, dtype=dtype,
                                           attention_backend=args.backend, seed=args.seed,
                                           cuda_graphs=not args.eager,
-                                          torch_compile=args.compile))
+                                          torch_compile=args.compile,
+                                          attention_kv_splits=args.kv_splits))
         t = time.perf_counter()   # the warm-up builds kernels, compiles and captures
         for _ in range(args.warmup):
             run_once(engine, stream, images[:args.scale_frames + 4])
@@ -192,7 +209,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         summary.update(device=str(engine.device), backend=engine.backend, dtype=dtype,
                        backend_reason=engine.backend_reason,
                        cuda_graphs=engine.graph_status, torch_compile=engine.compile_status,
-                       warmup_s=warmup_s, model=engine.description, stats=run['stats'].as_dict())
+                       warmup_s=warmup_s, model=engine.description, stats=run['stats'].as_dict(),
+                       kv_splits=_kv_splits(engine, args))
         runs[dtype] = run
         results[dtype] = summary
         if args.profile:
@@ -210,7 +228,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
               f"{r['ms_per_frame_overall']:.1f} ms/frame overall, steady median "
               f"{r['steady_ms_median']:.1f} ms (p90 {r['steady_ms_p90']:.1f}), "
               f"{r['steady_fps']:.1f} FPS, backend {r['backend']}, graphs {r['cuda_graphs']}, "
-              f"compile {r['torch_compile']}, warm-up {r['warmup_s']:.1f} s")
+              f"compile {r['torch_compile']}, key parts {r['kv_splits']}, "
+              f"warm-up {r['warmup_s']:.1f} s")
     if 'drift_vs_float32' in results:
         print('drift vs float32:', results['drift_vs_float32'])
     if args.out is not None:
