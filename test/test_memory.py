@@ -22,7 +22,7 @@ from lingbot_ros.model.checkpoint import compute_in_float32, load_model
 from lingbot_ros.model.config import ModelConfig
 from lingbot_ros.ros.params import parse
 from lingbot_ros.streaming import memory
-from lingbot_ros.streaming.config import EngineConfig, StreamConfig
+from lingbot_ros.streaming.config import EngineConfig, KvCacheDtype, StreamConfig
 from lingbot_ros.streaming.engine import Engine
 from lingbot_ros.streaming.memory import (call_activation_bytes, estimate, fitting_window,
                                           MemoryEstimate)
@@ -287,3 +287,33 @@ def test_8gb_profile_fits_8_gib_at_294x518_by_estimate():
     assert est.model_hw == (294, 518)
     assert est.total <= 7.5 * GIB, est.describe()  # room for the CUDA context on a real card
     assert dataclasses.replace(est, activations=0).total < est.total
+    # the float8 cache is what lets the window be the default 64 there; in bf16 it is 48
+    assert ecfg.kv_cache_dtype == KvCacheDtype.FLOAT8_E4M3 and scfg.sliding_window == 64
+    bf16 = ecfg.replace(kv_cache_dtype=KvCacheDtype.AUTO)
+    assert estimate(bf16, scfg, (720, 1280), backend='flashinfer',
+                    device_type='cuda').total > 8 * GIB
+    assert estimate(bf16, scfg.replace(sliding_window=48), (720, 1280), backend='flashinfer',
+                    device_type='cuda').total <= 7.5 * GIB
+    # without FlashInfer (a PyTorch attention path) the float8 profile still fits
+    sdpa = estimate(ecfg, scfg, (720, 1280), backend='sdpa', device_type='cuda')
+    assert sdpa.total <= 7.5 * GIB, sdpa.describe()
+
+
+def test_float8_cache_read_by_pytorch_attention_costs_one_layer_upcast():
+    # SDPA converts the visible float8 keys and values of one layer to the compute dtype;
+    # FlashInfer reads them as stored. The release grid 294x518 has 777 patches per frame.
+    ecfg = EngineConfig(preset='release', device='cuda', dtype='bfloat16',
+                        kv_cache_dtype=KvCacheDtype.FLOAT8_E4M3)
+    scfg = StreamConfig(scale_frames=8, sliding_window=64, image_size=518,
+                        max_window_frames=256)
+    upcast = memory.fp8_upcast_bytes(ModelConfig.preset('release'), scfg, (294, 518),
+                                     torch.bfloat16)
+    assert upcast == 2 * ((8 + 64 + 1) * 777 + 256 * 6) * 16 * 64 * 2
+    fi = estimate(ecfg, scfg, (720, 1280), backend='flashinfer', device_type='cuda')
+    sd = estimate(ecfg, scfg, (720, 1280), backend='sdpa', device_type='cuda')
+    # it adds to the peak inside a block: the depth head may still peak higher in a call
+    assert 0 <= sd.activations - fi.activations <= upcast
+    assert 0 < sd.graph_pools - fi.graph_pools <= upcast
+    bf = estimate(ecfg.replace(kv_cache_dtype=KvCacheDtype.AUTO), scfg, (720, 1280),
+                  backend='sdpa', device_type='cuda')
+    assert bf.activations == fi.activations  # a bf16 cache is read as it is by both

@@ -18,7 +18,7 @@ import gc
 import os
 from pathlib import Path
 
-from lingbot_ros.streaming.config import EngineConfig, StreamConfig
+from lingbot_ros.streaming.config import EngineConfig, KvCacheDtype, StreamConfig
 from lingbot_ros.streaming.engine import Engine
 import numpy as np
 import pytest
@@ -47,11 +47,19 @@ def _frames(count: int, hw=CAMERA_HW):
         yield np.roll(base, 3 * i, axis=1)
 
 
-def profile_run() -> dict:
-    """Run config/lingbot_8gb.yaml under the 8 GiB cap; return what the test checks."""
+def profile_run(kv_cache_dtype: str = '', window: int = 0) -> dict:
+    """
+    Run config/lingbot_8gb.yaml under the 8 GiB cap; return what the test checks.
+
+    ``kv_cache_dtype`` and ``window`` override the profile's (empty / 0: as in the file).
+    """
     total = torch.cuda.get_device_properties(0).total_memory
     torch.cuda.set_per_process_memory_fraction(min(1.0, CAP / total))
     engine_cfg, cfg = _profile()
+    if kv_cache_dtype:
+        engine_cfg = engine_cfg.replace(kv_cache_dtype=KvCacheDtype(kv_cache_dtype))
+    if window:
+        cfg = cfg.replace(sliding_window=window)
     engine = Engine.load(engine_cfg.replace(device='cuda'))
     est = engine.memory_estimate(cfg, CAMERA_HW)
     session = engine.new_session('cam', cfg)
@@ -61,12 +69,16 @@ def profile_run() -> dict:
     return {'frames': frames, 'results': len(results), 'windows': session.window_index,
             'sliding_window': session.stats().sliding_window,
             'shrinks': session.memory_shrinks, 'last_oom': session.last_oom,
+            'kv_cache_dtype': engine_cfg.kv_cache_dtype.value, 'backend': engine.backend,
             'graphs': engine.graph_status, 'model_hw': list(est.model_hw),
             'estimate_total': est.total, 'estimate_peak': est.peak_allocated,
             'describe': est.describe(), 'peak': torch.cuda.max_memory_allocated()}
 
 
-def test_8gb_profile_runs_window_48_at_294x518_within_its_estimate():
+@pytest.mark.parametrize('kv_cache_dtype, window', [('', 64), ('auto', 48)],
+                         ids=['float8-window64', 'bf16-window48'])
+def test_8gb_profile_runs_its_window_at_294x518_within_its_estimate(kv_cache_dtype, window):
+    # As the file says (float8 cache, window 64), and with the bf16 cache at window 48.
     # In a process of its own: the allocator's expandable segments must be on before the
     # first allocation, and other tests' cached blocks must not count against the cap.
     import json
@@ -74,7 +86,7 @@ def test_8gb_profile_runs_window_48_at_294x518_within_its_estimate():
     import sys
     here = Path(__file__).resolve().parent
     code = ('import json, test_memory_gpu as t; '
-            'print("RESULT " + json.dumps(t.profile_run()))')
+            f'print("RESULT " + json.dumps(t.profile_run({kv_cache_dtype!r}, {window})))')
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(
         [str(here), str(here.parent), os.environ.get('PYTHONPATH', '')]))
     proc = subprocess.run([sys.executable, '-c', code], cwd=here, env=env,
@@ -85,7 +97,8 @@ def test_8gb_profile_runs_window_48_at_294x518_within_its_estimate():
     print(r)
     assert r['model_hw'] == [294, 518] and r['estimate_total'] <= CAP, r['describe']
     assert r['results'] == r['frames'] and r['windows'] == 1
-    assert r['sliding_window'] == 48 and r['shrinks'] == 0, r['last_oom']
+    assert r['kv_cache_dtype'] == (kv_cache_dtype or 'float8_e4m3')
+    assert r['sliding_window'] == window and r['shrinks'] == 0, r['last_oom']
     assert r['graphs'].startswith('on'), r['graphs']
     assert abs(r['peak'] - r['estimate_peak']) <= 0.10 * r['peak'], (
         f"measured peak {r['peak'] / GIB:.3f} GiB vs {r['describe']}")

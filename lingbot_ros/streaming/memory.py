@@ -40,7 +40,7 @@ import math
 from pathlib import Path
 from typing import Optional, Tuple
 
-from lingbot_ros.cache.backends import (resolve_backend, WORKSPACE_BYTES,
+from lingbot_ros.cache.backends import (is_fp8, resolve_backend, WORKSPACE_BYTES,
                                         WRAPPER_INT_WORKSPACE_BYTES)
 from lingbot_ros.cache.layout import aggregator_layout, camera_head_layout, StreamLayout
 from lingbot_ros.model.checkpoint import _build_meta, storage_dtype
@@ -234,7 +234,7 @@ def depth_position_bytes(mc: ModelConfig, model_hw: Tuple[int, int]) -> int:
 
 def call_activation_bytes(mc: ModelConfig, model_hw: Tuple[int, int], frames: int,
                           compute_dtype: torch.dtype, depth_chunk: int,
-                          head_upcast: int = 0) -> int:
+                          head_upcast: int = 0, attention_upcast: int = 0) -> int:
     """
     Peak bytes a call of ``frames`` frames allocates while it runs (eager).
 
@@ -244,6 +244,9 @@ def call_activation_bytes(mc: ModelConfig, model_hw: Tuple[int, int], frames: in
     N C L (2c + 8) (N C L 8 in fp32). The heads then hold the fp32 outputs, 8 N C L,
     plus the depth decoder of ``depth_chunk`` frames (:func:`_depth_frame_bytes`) and,
     for weights kept in low precision, the largest layer's fp32 copy (``head_upcast``).
+    ``attention_upcast``: what a block's attention adds while it runs, here the copy of a
+    float8 cache's visible keys and values that the PyTorch attention paths read
+    (:func:`fp8_upcast_bytes`).
     """
     p = mc.patch_size
     agg = mc.aggregator
@@ -252,11 +255,30 @@ def call_activation_bytes(mc: ModelConfig, model_hw: Tuple[int, int], frames: in
     c = _size(compute_dtype)
     layers = len(agg.selected_layers)
     block = max(ATTN_PER_C * c + ATTN_FIXED, c + MLP_FIXED + 2 * agg.mlp_ratio * c)
-    inside = nc * (block + (layers - 1) * 2 * c + c)
+    inside = nc * (block + (layers - 1) * 2 * c + c) + attention_upcast
     to_fp32 = nc * layers * (8 if c == 4 else 2 * c + 8)
     chunk = min(frames, depth_chunk or mc.depth_head.frames_chunk_size or frames)
     heads = nc * layers * 8 + chunk * _depth_frame_bytes(mc, model_hw) + head_upcast
     return int(max(inside, to_fp32, heads))
+
+
+def fp8_upcast_bytes(mc: ModelConfig, stream: StreamConfig, model_hw: Tuple[int, int],
+                     compute_dtype: torch.dtype) -> int:
+    """
+    Bytes of one layer's visible keys and values in the compute dtype, over a full window.
+
+    FlashInfer reads a float8 cache as it is; the PyTorch paths (SDPA, where FlashInfer is
+    missing or does not build) first convert the visible run to the queries' dtype, one
+    layer at a time: 2 x tokens x heads x head_dim x c, tokens = (scale + window + 1) x P
+    + F x 6 (F the window limit, P patches per frame).
+    """
+    p = mc.patch_size
+    agg = mc.aggregator
+    patches = (model_hw[0] // p) * (model_hw[1] // p)
+    limit = min(agg.max_frame_num, stream.max_window_frames or agg.max_frame_num)
+    tokens = (stream.scale_frames + stream.sliding_window + 1) * patches \
+        + limit * SPECIAL_TOKENS
+    return 2 * tokens * agg.num_heads * agg.head_dim * _size(compute_dtype)
 
 
 def _largest_head_weight(mc: ModelConfig) -> int:
@@ -290,7 +312,9 @@ def estimate(engine_cfg: EngineConfig, stream_cfg: StreamConfig, input_hw: Tuple
       frame + its static part: the image (3 H W 4), one set of q/k/v/out cut buffers
       (4 x (6 + patches) x embed_dim x c) and the outputs (depth, confidence: 2 H W 4);
     - peak_allocated = weights + kv_pools + workspace + max(activations + graph_static,
-      graph_pools).
+      graph_pools);
+    - a float8 cache read by a PyTorch attention path (not FlashInfer) adds
+      :func:`fp8_upcast_bytes` to both calls' peaks.
     """
     _require(isinstance(cameras, int) and cameras >= 1, 'cameras', cameras, 'an integer >= 1')
     _require(len(tuple(input_hw)) == 2 and all(int(v) >= 1 for v in input_hw), 'input_hw',
@@ -324,10 +348,12 @@ def estimate(engine_cfg: EngineConfig, stream_cfg: StreamConfig, input_hw: Tuple
         workspace += WORKSPACE_BYTES + cameras * WRAPPER_INT_WORKSPACE_BYTES
 
     upcast = 4 * _largest_head_weight(mc) if head_dtype != torch.float32 else 0
+    kv_upcast = fp8_upcast_bytes(mc, stream_cfg, model_hw, compute) \
+        if is_fp8(kv_dtype) and backend != 'flashinfer' else 0
     chunk = engine_cfg.depth_chunk_frames
     images = 2 * stream_cfg.scale_frames * 3 * h * w * 4
     activations = (call_activation_bytes(mc, model_hw, stream_cfg.scale_frames, compute,
-                                         chunk, upcast)
+                                         chunk, upcast, kv_upcast)
                    + depth_position_bytes(mc, model_hw) + images)
     graph_pools = graph_static = 0
     if graphs:
@@ -335,7 +361,7 @@ def estimate(engine_cfg: EngineConfig, stream_cfg: StreamConfig, input_hw: Tuple
         graph_static = (3 * h * w * 4 + 4 * tokens * mc.aggregator.embed_dim * _size(compute)
                         + 2 * h * w * 4)
         graph_pools = graph_static + call_activation_bytes(mc, model_hw, 1, compute, chunk,
-                                                           upcast)
+                                                           upcast, kv_upcast)
     peak = weights + kv + workspace + max(activations + graph_static, graph_pools)
     return MemoryEstimate(weights=int(weights), kv_pools=int(kv), workspace=int(workspace),
                           activations=int(activations), graph_pools=int(graph_pools),
