@@ -143,3 +143,29 @@ def test_attend_staged_needs_a_stage_and_the_paged_stand_in_never_stages():
     paged = PagedStreamCache.allocate(layout, 1, HEADS, HEAD_DIM, backend='paged_sdpa')
     paged.begin(1)
     assert not paged.capturable and not paged.stage()
+
+
+def test_a_float8_pool_is_written_the_same_staged_as_plain():
+    # PyTorch has no index_copy_ for float8: the staged write goes through the bytes. Both
+    # paths must store the same float8 values (the CUDA-graph capture of the 8 GB profile
+    # failed on exactly this write before).
+    layout = StreamLayout(special_tokens=2, patch_tokens=3, scale_frames=1, sliding_window=2,
+                          special_capacity=10, max_call_frames=1)
+    caches = [PagedStreamCache.allocate(layout, 2, HEADS, HEAD_DIM, dtype=torch.float8_e4m3fn,
+                                        backend='sdpa') for _ in range(2)]
+    plain, staged = caches
+    gen = torch.Generator().manual_seed(3)
+    t = layout.tokens_per_frame
+    for step in range(6):
+        for c in caches:
+            c.begin(1, False)
+        assert staged.stage()
+        for layer in range(2):
+            q, k, v = (600 * torch.randn(1, HEADS, t, HEAD_DIM, generator=gen)
+                       for _ in range(3))  # beyond float8's +-448: clamped, never NaN
+            out = staged.attend_staged(layer, q, k, v)
+            torch.testing.assert_close(out, plain.attend(layer, q, k, v), atol=1e-4, rtol=1e-4)
+            assert torch.isfinite(out).all()
+        for c in caches:
+            c.commit()
+        _same_visible_keys(plain, staged, 2)

@@ -40,7 +40,7 @@ from typing import Optional, Union
 
 import torch
 
-from .backends import (auto_kv_splits, compute_dtype, FlashInferRagged, MAX_KV_SPLITS,
+from .backends import (auto_kv_splits, compute_dtype, FlashInferRagged, is_fp8, MAX_KV_SPLITS,
                        paged_sdpa_run, resolve_backend, sdpa_run, storable)
 from .layout import StreamLayout
 from .overflow import CacheOverflow
@@ -386,11 +386,23 @@ class PagedStreamCache:
         k_flat, v_flat = self.pool.flat(layer)
         for src, dst in ((k, k_flat), (v, v_flat)):
             tokens = storable(src, dst.dtype)[0].transpose(0, 1)   # [N, H, D]
-            dst.index_copy_(0, st.dest, tokens.to(dst.dtype))
+            _scatter_rows(dst, st.dest, tokens.to(dst.dtype))
         if st.flashinfer is not None:
             return st.flashinfer.run(q, k_flat, v_flat)
         lo, hi = st.region
         return sdpa_run(q, k_flat[lo:hi], v_flat[lo:hi], st.mask)
+
+
+def _scatter_rows(dst: torch.Tensor, rows: torch.Tensor, src: torch.Tensor) -> None:
+    """
+    ``dst[rows] = src`` along dim 0, in place and capturable, for every pool dtype.
+
+    PyTorch has no ``index_copy_`` for float8 (CPU or CUDA): a float8 pool is written
+    through its bytes, which index_copy_ moves unchanged.
+    """
+    if is_fp8(dst.dtype):
+        dst, src = dst.view(torch.uint8), src.view(torch.uint8)
+    dst.index_copy_(0, rows, src)
 
 
 class _Staged:
