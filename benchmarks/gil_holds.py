@@ -74,9 +74,13 @@ def main() -> None:
     for r in frames:
         cloud.add(r, r.pose_c2w)
     snap = cloud.snapshot()
+    map_rows = cloud.rows()
     rows = [('map snapshot', lambda: cloud.snapshot()),
-            ('map PointCloud2 built', lambda: messages.map_cloud(
-                snap.xyz, snap.rgb, snap.confidence, 1, 'map')),
+            ('map rows (what ~/map_points sends)', lambda: cloud.rows()),
+            ('map PointCloud2 serialized', lambda: messages.map_cloud(
+                map_rows, 1, 'map').outgoing()),
+            ('map PointCloud2 message built', lambda: messages.map_cloud(
+                map_rows, 1, 'map').to_message()),
             ('one keyframe merged', lambda: cloud.add(frames[-1], frames[-1].pose_c2w))]
     rclpy.init()
     node = rclpy.create_node('gil_holds')
@@ -84,10 +88,12 @@ def main() -> None:
     path_pub = node.create_publisher(PathMsg, 'path', qos)
     map_pub = node.create_publisher(PointCloud2, 'map', qos)
     poses = [messages.pose_stamped(np.eye(4), i, 'map') for i in range(2000)]
-    cloud_msg = messages.map_cloud(snap.xyz, snap.rgb, snap.confidence, 1, 'map')
+    cloud_msg = messages.map_cloud(map_rows, 1, 'map').to_message()
+    cloud_cdr = messages.map_cloud(map_rows, 1, 'map').outgoing()
     rows += [('path of 2,000 poses published', lambda: path_pub.publish(PathMsg(poses=poses))),
              (f'map published ({len(cloud_msg.data) / 1e6:.0f} MB)',
-              lambda: map_pub.publish(cloud_msg))]
+              lambda: map_pub.publish(cloud_msg)),
+             ('map published, serialized', lambda: map_pub.publish(cloud_cdr))]
     print(f'{len(snap.xyz)} map points; switch interval {GIL_SWITCH_INTERVAL_S * 1e3:g} ms')
     for name, job in rows:
         took, gap = held(job)

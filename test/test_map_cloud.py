@@ -19,7 +19,8 @@ import math
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from lingbot_ros.model.config import ConfigError
-from lingbot_ros.streaming.map_cloud import AddOutcome, MapCloud, MapCloudConfig, unproject
+from lingbot_ros.streaming.map_cloud import (AddOutcome, MapCloud, MapCloudConfig, packed_rows,
+                                             unproject)
 from lingbot_ros.streaming.ply import PlyError, read_ply, write_ply
 from lingbot_ros.streaming.result import FrameResult, FrameType
 from lingbot_ros.tools import scene
@@ -214,7 +215,7 @@ def test_a_new_map_epoch_clears_the_cloud():
     cloud.add(result(4, np.eye(4), depth, k, epoch=3))
     cloud.clear()
     assert len(cloud) == 0 and cloud.epoch is None and cloud.stats().keyframes == 0
-    assert len(cloud.snapshot().xyz) == 0
+    assert len(cloud.snapshot().xyz) == 0 and cloud.rows().shape == (0, 5)
     assert not cloud.add(result(5, np.eye(4), depth, k, epoch=7)).new_epoch
 
 
@@ -335,6 +336,8 @@ def _check_against_reference(batches, voxel, max_points):
         cloud.add_points(xyz, rgb, conf)
         ref.add(xyz, rgb, conf)
         assert len(cloud) == len(ref.voxels) <= max_points
+        # what ~/map_points sends, built from the log in one pass, is the snapshot packed
+        assert cloud.rows().tobytes() == packed_rows(*cloud.snapshot()).tobytes()
     got, want = _by_voxel(cloud, voxel), ref.expected()
     assert set(got) == set(want)
     for key, (mean, rgb, conf) in want.items():

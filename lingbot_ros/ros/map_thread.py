@@ -132,6 +132,12 @@ class MapThread:
         with cam.lock:
             return cam.cloud.snapshot(), cam.counters
 
+    def rows(self, camera: int) -> tuple:
+        """Return one camera's map as packed float32 points (what ~/map_points sends), counters."""
+        cam = self._maps[camera]
+        with cam.lock:
+            return cam.cloud.rows(), cam.counters
+
     def keyframe_images(self, camera: int) -> tuple:
         """Return (MapPoints copy, [KeyframeImage]) of one camera, of the same instant."""
         cam = self._maps[camera]

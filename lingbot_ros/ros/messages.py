@@ -24,12 +24,15 @@ at the first camera pose, otherwise it is the first camera's optical frame.
 from __future__ import annotations
 
 import array
-from typing import Optional, Sequence
+import copy
+from dataclasses import dataclass
+from typing import Optional, Sequence, Union
 
 from builtin_interfaces.msg import Time
 import cv2
 from geometry_msgs.msg import Pose, PoseStamped, TransformStamped
-from lingbot_ros.streaming.map_cloud import unproject
+from lingbot_ros.ros import blob_cdr
+from lingbot_ros.streaming.map_cloud import packed_rows, unproject
 from lingbot_ros.streaming.result import FrameResult
 from lingbot_ros.streaming.trajectory import matrix_to_quat
 from nav_msgs.msg import Odometry
@@ -157,47 +160,77 @@ def depth_on_input(result: FrameResult, out: Optional[np.ndarray] = None) -> np.
                           borderMode=cv2.BORDER_CONSTANT, borderValue=float('nan'))
 
 
-def depth_image(result: FrameResult, frame: str) -> Optional[Image]:
+@dataclass(frozen=True)
+class Blob:
+    """
+    A message whose large ``data`` field stays a numpy array until it is sent.
+
+    ``message`` carries every other field (its ``data`` empty). :meth:`outgoing` gives
+    what a publisher takes: the serialized bytes with the data copied in once
+    (:mod:`~lingbot_ros.ros.blob_cdr`), or, where that assembly does not hold, the
+    message with its data filled in.
+    """
+
+    message: Union[Image, PointCloud2]
+    data: np.ndarray
+
+    def to_message(self) -> Union[Image, PointCloud2]:
+        """Return a copy of ``message`` with ``data`` filled in."""
+        msg = copy.copy(self.message)
+        msg.data = _bytes(self.data)
+        return msg
+
+    def outgoing(self) -> Union[bytes, Image, PointCloud2]:
+        """Return the serialized message where the assembly holds, else the message."""
+        if blob_cdr.assembly_holds(type(self.message)):
+            return blob_cdr.blob_cdr(self.message, self.data)
+        return self.to_message()
+
+
+def depth_blob(result: FrameResult, frame: str) -> Optional[Blob]:
     """Build a 32FC1 depth (model units) registered to ``camera_info``; None without depth."""
     if result.depth is None:
         return None
     h, w = (int(v) for v in result.input_hw)
-    data = _zeros(h * w * 4)  # the message's own buffer: the resampler writes straight in
-    depth_on_input(result, out=np.frombuffer(data, dtype=np.float32).reshape(h, w))
+    data = depth_on_input(result, out=np.empty((h, w), np.float32))
     msg = Image(header=Header(stamp=stamp_msg(result.stamp_ns), frame_id=frame), height=h,
                 width=w, encoding='32FC1', is_bigendian=int(not np.little_endian),
                 step=w * 4)
-    msg.data = data
-    return msg
-
-
-def _zeros(nbytes: int) -> array.array:
-    """Return a zeroed ``uint8[]`` buffer of the array type rosidl stores data in."""
-    return array.array('B', bytes(1)) * nbytes
+    return Blob(msg, data)
 
 
 _POINT_FIELDS = [PointField(name='x', offset=0, datatype=PointField.FLOAT32, count=1),
                  PointField(name='y', offset=4, datatype=PointField.FLOAT32, count=1),
                  PointField(name='z', offset=8, datatype=PointField.FLOAT32, count=1),
                  PointField(name='rgb', offset=12, datatype=PointField.FLOAT32, count=1)]
+_MAP_FIELDS = _POINT_FIELDS + [PointField(name='confidence', offset=16,
+                                          datatype=PointField.FLOAT32, count=1)]
+
+
+def _cloud(rows: np.ndarray, stamp: int, frame: str, fields: list) -> Blob:
+    """Wrap :func:`~lingbot_ros.streaming.map_cloud.packed_rows` rows as a PointCloud2."""
+    n, step = int(rows.shape[0]), 4 * len(fields)
+    if rows.dtype != np.float32 or rows.shape[1:] != (len(fields),):
+        raise ValueError(f'rows of shape {rows.shape} and dtype {rows.dtype} are invalid: '
+                         f'expected float32 [N, {len(fields)}]')
+    msg = PointCloud2(header=Header(stamp=stamp_msg(stamp), frame_id=frame), height=1,
+                      width=n, fields=fields, is_bigendian=not np.little_endian,
+                      point_step=step, row_step=step * n, is_dense=True)
+    return Blob(msg, rows)
 
 
 def point_cloud(result: FrameResult, pose_map: np.ndarray, frame: str, decimation: int,
-                min_confidence: float, percentile: float) -> Optional[PointCloud2]:
+                min_confidence: float, percentile: float) -> Optional[Blob]:
     """Unproject depth into ``frame`` (xyz + packed rgb), filtered as the map's points."""
     if result.depth is None:
         return None
     points = unproject(result, pose_map, decimation, min_confidence, percentile)
-    n = len(points.xyz)
-    rec = np.zeros(n, dtype=[('x', '<f4'), ('y', '<f4'), ('z', '<f4'), ('rgb', '<u4')])
-    rec['x'], rec['y'], rec['z'] = points.xyz[:, 0], points.xyz[:, 1], points.xyz[:, 2]
-    rgb = points.rgb.astype(np.uint32)
-    rec['rgb'] = (rgb[:, 0] << 16) | (rgb[:, 1] << 8) | rgb[:, 2]
-    msg = PointCloud2(header=Header(stamp=stamp_msg(result.stamp_ns), frame_id=frame),
-                      height=1, width=n, fields=_POINT_FIELDS, is_bigendian=False,
-                      point_step=16, row_step=16 * n, is_dense=True)
-    msg.data = _bytes(rec)
-    return msg
+    return _cloud(packed_rows(points.xyz, points.rgb), result.stamp_ns, frame, _POINT_FIELDS)
+
+
+def map_cloud(rows: np.ndarray, stamp: int, frame: str) -> Blob:
+    """Build the accumulated map's PointCloud2 from ``MapCloud.rows()``: xyz, rgb, confidence."""
+    return _cloud(rows, stamp, frame, _MAP_FIELDS)
 
 
 def _bytes(arr: np.ndarray) -> array.array:
@@ -208,28 +241,5 @@ def _bytes(arr: np.ndarray) -> array.array:
     always, newer ones with ROS_PYTHON_CHECK_FIELDS=1), a Python-level check of every byte.
     """
     out = array.array('B')
-    out.frombytes(memoryview(np.ascontiguousarray(arr)).cast('B'))
+    out.frombytes(blob_cdr.raw_bytes(arr))
     return out
-
-
-_MAP_FIELDS = _POINT_FIELDS + [PointField(name='confidence', offset=16,
-                                          datatype=PointField.FLOAT32, count=1)]
-_MAP_DTYPE = np.dtype([('x', '<f4'), ('y', '<f4'), ('z', '<f4'), ('rgb', '<u4'),
-                       ('confidence', '<f4')])
-
-
-def map_cloud(xyz: np.ndarray, rgb: np.ndarray, confidence: np.ndarray, stamp: int,
-              frame: str) -> PointCloud2:
-    """Build the accumulated map's PointCloud2: xyz, packed rgb (as ~/points), confidence."""
-    n = int(xyz.shape[0])
-    rec = np.zeros(n, dtype=_MAP_DTYPE)
-    rec['x'], rec['y'], rec['z'] = xyz[:, 0], xyz[:, 1], xyz[:, 2]
-    c = np.asarray(rgb, dtype=np.uint32)
-    rec['rgb'] = (c[:, 0] << 16) | (c[:, 1] << 8) | c[:, 2]
-    rec['confidence'] = confidence
-    msg = PointCloud2(header=Header(stamp=stamp_msg(stamp), frame_id=frame), height=1,
-                      width=n, fields=_MAP_FIELDS, is_bigendian=False,
-                      point_step=_MAP_DTYPE.itemsize, row_step=_MAP_DTYPE.itemsize * n,
-                      is_dense=True)
-    msg.data = _bytes(rec)
-    return msg

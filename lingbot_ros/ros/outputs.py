@@ -210,11 +210,11 @@ class Outputs:
                 messages.camera_info(result, sensor)))
         if out.publish_depth and result.depth is not None and _listened(pubs.depth):
             self._send(cam, 'depth', lambda: pubs.depth.publish(
-                messages.depth_image(result, sensor)))
+                messages.depth_blob(result, sensor).outgoing()))
         if out.publish_points and result.depth is not None and _listened(pubs.points):
             self._send(cam, 'points', lambda: pubs.points.publish(messages.point_cloud(
                 result, pose, map_frame, out.points_decimation, out.points_min_confidence,
-                out.points_confidence_percentile)))
+                out.points_confidence_percentile).outgoing()))
         maps = self._maps()
         if out.publish_map and result.is_keyframe and result.depth is not None \
                 and maps is not None:
@@ -258,11 +258,11 @@ class Outputs:
                 continue
             if not _listened(pubs.map_points):
                 continue  # built once someone subscribes (within map_period)
-            points, counters = maps.snapshot(cam.index)
+            rows, counters = maps.rows(cam.index)
             map_frame, _, _ = self._frames(cam)
             pubs.map_sent = (now, counters.version)
             self._send(cam, 'map_points', lambda: pubs.map_points.publish(messages.map_cloud(
-                points.xyz, points.rgb, points.confidence, counters.stamp_ns, map_frame)))
+                rows, counters.stamp_ns, map_frame).outgoing()))
 
 
 def _listened(publisher: Any) -> bool:

@@ -162,6 +162,25 @@ class MapPoints(NamedTuple):
     confidence: np.ndarray
 
 
+def packed_rows(xyz: np.ndarray, rgb: np.ndarray,
+                confidence: Optional[np.ndarray] = None) -> np.ndarray:
+    """
+    Return points as float32 rows ``x, y, z, rgb[, confidence]`` (16 or 20 bytes a point).
+
+    ``rgb`` is packed as the bits of one uint32 ``0xRRGGBB`` (PCL's and RViz's convention
+    for a cloud's colour field). The rows are the bytes a PointCloud2 of these fields
+    carries as they are.
+    """
+    n = int(len(xyz))
+    out = np.empty((n, 4 if confidence is None else 5), np.float32)
+    out[:, :3] = xyz
+    c = np.asarray(rgb, dtype=np.uint32)
+    out[:, 3].view(np.uint32)[:] = (c[:, 0] << 16) | (c[:, 1] << 8) | c[:, 2]
+    if confidence is not None:
+        out[:, 4] = confidence
+    return out
+
+
 @dataclass(frozen=True)
 class MapStats:
     """Counters of the cloud since it last started (construction, clear or new epoch)."""
@@ -306,6 +325,27 @@ class MapCloud:
         live = self._log[self._live_positions()]
         xyz = (live[:, :3].view(np.float64) / live[:, _COUNT, None]).astype(np.float32)
         return MapPoints(xyz, *_unpack_attrs(live[:, _ATTRS])[::-1])
+
+    def rows(self) -> np.ndarray:
+        """
+        Return :meth:`snapshot` as :func:`packed_rows` with confidence, built in one pass.
+
+        Same values and order, without the three intermediate arrays: the map is copied
+        out once a second for ~/map_points, and at the bound (half a million voxels) the
+        snapshot and its packing took about 45 ms on the host.
+        """
+        live = self._log[self._live_positions()]
+        out = np.empty((len(live), 5), np.float32)
+        count = live[:, _COUNT].astype(np.float64)
+        sums = live[:, :3].view(np.float64)
+        for axis in range(3):  # column by column: 2x faster than one broadcast division
+            np.divide(sums[:, axis], count, out=out[:, axis], casting='unsafe')
+        bits = out.view(np.uint32)
+        attrs = live[:, _ATTRS]
+        # r, g, b are consecutive bytes of attrs from _RGB_SHIFTS[-1] up: 0xRRGGBB as is
+        bits[:, 3] = (attrs >> _RGB_SHIFTS[-1]) & 0xFFFFFF
+        bits[:, 4] = attrs & _CONF_BITS
+        return out
 
     def set_config(self, config: MapCloudConfig) -> int:
         """
