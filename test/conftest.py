@@ -54,8 +54,8 @@ def dds_domain(default: int) -> int:
     """
     Return the DDS domain a test file runs its nodes in: ``ROS_DOMAIN_ID`` when set.
 
-    Unset, each file keeps a default of its own (51-58), so that files never see each
-    other's nodes. Set (CI, or several people on one machine), every file uses that
+    Unset, each file keeps a default of its own (51-60, 121-123, 141), so that files
+    never see each other's nodes. Set (CI, or several people on one machine), every file uses that
     domain: files run one after another and each stops its nodes before the next starts,
     and a test that counts what arrives on a shared topic (``/diagnostics``) counts only
     its own node's messages.

@@ -300,7 +300,7 @@ def _read(log):
     return log.read()
 
 
-CTRL_C_DOMAIN = 122
+CTRL_C_DOMAIN = dds_domain(122)
 CTRL_C_RUNS = int(os.environ.get('LINGBOT_CTRL_C_RUNS', '2'))  # the bar: 10
 
 

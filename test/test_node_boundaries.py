@@ -28,8 +28,8 @@ from pathlib import Path
 import subprocess
 import time
 
-from conftest import (dds_env, jpeg_declaring, node_executable, png_bomb, stop_group,
-                      TINY_NODE_YAML)
+from conftest import (dds_domain, dds_env, jpeg_declaring, node_executable, png_bomb,
+                      stop_group, TINY_NODE_YAML)
 import cv2
 from diagnostic_msgs.msg import DiagnosticArray
 from geometry_msgs.msg import PoseStamped
@@ -43,7 +43,7 @@ from rcl_interfaces.msg import Parameter, ParameterType, ParameterValue
 from rcl_interfaces.srv import GetParameters, ListParameters, SetParameters
 from sensor_msgs.msg import CompressedImage
 
-DOMAIN = 121
+DOMAIN = dds_domain(121)
 ROOT = Path(__file__).resolve().parents[1]
 NODE = '/robot1/lingbot_node'
 PARAMS = TINY_NODE_YAML + """    diagnostics_period: 0.2

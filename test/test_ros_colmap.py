@@ -24,7 +24,7 @@ import os
 from pathlib import Path
 import subprocess
 
-from conftest import dds_env, node_executable, stop_group, TINY_NODE_YAML
+from conftest import dds_domain, dds_env, node_executable, stop_group, TINY_NODE_YAML
 from geometry_msgs.msg import PoseStamped
 from lingbot_ros.ros.probe import Probe
 from lingbot_ros.streaming.trajectory import quat_to_matrix
@@ -36,7 +36,7 @@ from std_srvs.srv import Trigger
 
 pycolmap = pytest.importorskip('pycolmap')  # a test dependency: installed in CI
 
-DOMAIN = 141
+DOMAIN = dds_domain(141)
 ROOT = Path(__file__).resolve().parents[1]
 NAME = 'lingbot_colmap'
 KEEP = 4
