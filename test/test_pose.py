@@ -18,9 +18,10 @@ from pathlib import Path
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from lingbot_ros.model.pose import (intrinsics_to_input, pose_encoding_to_camera,
-                                    quaternion_to_rotation, rotation_to_quaternion,
-                                    se3_inverse, to_homogeneous)
+from lingbot_ros.model.pose import (intrinsics_from_fov, intrinsics_to_input,
+                                    pose_encoding_to_camera, quaternion_to_rotation,
+                                    rotation_to_quaternion, se3_inverse, to_homogeneous)
+from lingbot_ros.streaming import trajectory
 from lingbot_ros.streaming.trajectory import invert_rigid, matrix_to_quat
 import numpy as np
 import torch
@@ -87,6 +88,33 @@ def test_se3_inverse_shapes_and_numpy_twin():
     torch.testing.assert_close(se3_inverse(pose), se3_inverse(full)[:, :3])
     np.testing.assert_allclose(invert_rigid(full.numpy()), se3_inverse(full).numpy())
     np.testing.assert_allclose(invert_rigid(pose.numpy()), se3_inverse(full).numpy())
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.lists(quats, min_size=1, max_size=5), st.floats(0.2, 3.0), st.floats(0.2, 3.0),
+       st.sampled_from([(378, 504), (294, 518), (42, 84)]))
+def test_the_hosts_numpy_pose_math_equals_the_models_torch(qs, fov_h, fov_w, hw):
+    # the host (session records, messages) runs numpy twins of model/pose.py: same numbers
+    q = torch.tensor(qs, dtype=torch.float64)
+    rng = np.random.default_rng(len(qs))
+    enc = torch.cat([torch.from_numpy(rng.normal(0, 3, (len(qs), 3))), q,
+                     torch.full((len(qs), 1), fov_h, dtype=torch.float64),
+                     torch.full((len(qs), 1), fov_w, dtype=torch.float64)], -1)
+    ext, k = pose_encoding_to_camera(enc, hw)
+    np.testing.assert_allclose(trajectory.pose_enc_to_matrix(enc.numpy()),
+                               to_homogeneous(ext).numpy(), rtol=0, atol=1e-12)
+    np.testing.assert_allclose(trajectory.quat_to_matrix(q.numpy()),
+                               quaternion_to_rotation(q).numpy(), rtol=0, atol=1e-12)
+    rot = quaternion_to_rotation(q)
+    np.testing.assert_allclose(matrix_to_quat(rot.numpy()), rotation_to_quaternion(rot).numpy(),
+                               rtol=0, atol=1e-12)
+    np.testing.assert_allclose(trajectory.intrinsics_from_fov(enc[:, 7].numpy(),
+                                                              enc[:, 8].numpy(), *hw),
+                               intrinsics_from_fov(enc[:, 7], enc[:, 8], hw).numpy(),
+                               rtol=1e-15, atol=0)
+    full = to_homogeneous(ext)
+    np.testing.assert_allclose(invert_rigid(full.numpy()), se3_inverse(full).numpy(),
+                               rtol=0, atol=1e-12)
 
 
 def test_intrinsics_to_input_projects_consistently():

@@ -145,10 +145,28 @@ class _Record:
     """Host copy of one frame's outputs plus what the run arrays need."""
 
     result: FrameResult
-    pose_enc_iters: np.ndarray
+    window_iters: np.ndarray  # the camera head's per-iteration encodings, window frame
+    sim3: Sim3                # the window's alignment into the map when they were made
     camera_tokens: np.ndarray
     depth_conf: Optional[np.ndarray]
     flow_px: float = math.nan
+
+    def pose_enc_iters(self) -> np.ndarray:
+        """
+        Return the per-iteration encodings in the map frame, for the run arrays.
+
+        Mapped only here: only an offline run reads them, and mapping four iterations
+        through the Sim(3) on every live frame cost the worker about 3 ms a frame.
+        """
+        return np.stack([_mapped(self.sim3, e) for e in self.window_iters])
+
+
+def _mapped(sim3: Sim3, enc: np.ndarray) -> np.ndarray:
+    """Return a pose encoding of a window's frame in the map frame (float32)."""
+    if sim3.is_identity:
+        return enc.astype(np.float32)
+    return matrix_to_pose_enc(sim3.apply_pose(pose_enc_to_matrix(enc)),
+                              enc[7:9]).astype(np.float32)
 
 
 def _colors(images: torch.Tensor) -> torch.Tensor:
@@ -675,16 +693,8 @@ class Session:
                 window: _Window, model_ms: float) -> _Record:
         """Build frame ``j`` of a call's host outputs, mapped into the session's frame."""
         h, w = self._model_hw
-        raw = host['pose_enc'][j]
-        iters = host['pose_enc_iters'][j]
         sim3 = window.sim3
-        if sim3.is_identity:
-            enc = raw.astype(np.float32)
-        else:
-            enc = matrix_to_pose_enc(sim3.apply_pose(pose_enc_to_matrix(raw)), raw[7:9])
-            iters = np.stack([matrix_to_pose_enc(sim3.apply_pose(pose_enc_to_matrix(e)), e[7:9])
-                              for e in iters])
-            enc = enc.astype(np.float32)
+        enc = _mapped(sim3, host['pose_enc'][j])
         pose = pose_enc_to_matrix(enc)
         k_model = intrinsics_from_fov(enc[7], enc[8], h, w)
         depth = conf = colors = None
@@ -699,7 +709,7 @@ class Session:
             window_index=window.index, depth=depth, confidence=conf, colors=colors,
             timings_ms={'model': model_ms}, map_epoch=self._map_epoch)
         self._index += 1
-        return _Record(result=result, pose_enc_iters=np.asarray(iters, np.float32),
+        return _Record(result=result, window_iters=host['pose_enc_iters'][j], sim3=sim3,
                        camera_tokens=host['camera_tokens'][j], depth_conf=conf)
 
     def _remember(self, window: _Window, prep: Prepared, rec: _Record) -> None:
@@ -733,7 +743,7 @@ class Session:
         h, w = res[0].model_hw
         arrays = {
             'pose_enc': enc,
-            'pose_enc_iters': np.stack([r.pose_enc_iters for r in records]).astype(np.float32),
+            'pose_enc_iters': np.stack([r.pose_enc_iters() for r in records]),
             'extrinsic_w2c': mats[:, :3, :4].astype(np.float32),
             'extrinsic_c2w': invert_rigid(mats)[:, :3, :4].astype(np.float32),
             'intrinsic': intrinsics_from_fov(enc[:, 7], enc[:, 8], h, w).astype(np.float32),

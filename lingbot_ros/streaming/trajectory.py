@@ -15,8 +15,11 @@
 """
 Pose arithmetic on the host (numpy, float64) and trajectory files.
 
-The formulas live once, in :mod:`lingbot_ros.model.pose` (torch); these are float64
-numpy faces of them for the session and the ROS layer.
+The formulas are those of :mod:`lingbot_ros.model.pose` (torch, on the model's device),
+written again in numpy float64 for the host: there each frame's pose, intrinsics and
+quaternion took about 180 small torch CPU ops (0.8 ms, 3 ms with a window's Sim(3)), each
+letting go of the GIL and waiting to take it back, on the worker's and the output
+thread's critical paths. ``test_pose.py`` holds the two to the same numbers.
 
 Convention (upstream-architecture.md section 8): the pose encoding
 ``[T(3), q xyzw(4), fov_h, fov_w]`` read as ``E = [R(q) | T]`` is camera-to-world,
@@ -28,15 +31,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Iterable, Mapping, Sequence, Union
 
-from lingbot_ros.model import pose
 import numpy as np
-import torch
 
 PathLike = Union[str, Path]
 
 
-def _f64(a: np.ndarray) -> torch.Tensor:
-    return torch.from_numpy(np.asarray(a, dtype=np.float64))
+def _f64(a: np.ndarray) -> np.ndarray:
+    return np.asarray(a, dtype=np.float64)
 
 
 def quat_to_matrix(q: np.ndarray) -> np.ndarray:
@@ -46,19 +47,52 @@ def quat_to_matrix(q: np.ndarray) -> np.ndarray:
     The quaternion need not be unit length: only its direction matters (the model
     does not normalise it, and neither does the reference's conversion).
     """
-    return pose.quaternion_to_rotation(_f64(q)).numpy()
+    q = _f64(q)
+    x, y, z, w = np.moveaxis(q, -1, 0)
+    two_s = 2.0 / (x * x + y * y + z * z + w * w)
+    rows = (
+        1 - two_s * (y * y + z * z), two_s * (x * y - z * w), two_s * (x * z + y * w),
+        two_s * (x * y + z * w), 1 - two_s * (x * x + z * z), two_s * (y * z - x * w),
+        two_s * (x * z - y * w), two_s * (y * z + x * w), 1 - two_s * (x * x + y * y),
+    )
+    return np.stack(rows, -1).reshape(q.shape[:-1] + (3, 3))
 
 
 def matrix_to_quat(r: np.ndarray) -> np.ndarray:
-    """Return unit scalar-last quaternions (``w >= 0``) of rotations ``[..., 3, 3]``."""
-    return pose.rotation_to_quaternion(_f64(r)).numpy()
+    """
+    Return unit scalar-last quaternions (``w >= 0``) of rotations ``[..., 3, 3]``.
+
+    Per matrix, the best-conditioned of the four closed forms (the largest of w, x, y, z),
+    so it is accurate near 180-degree turns too.
+    """
+    r = _f64(r)
+    m00, m01, m02, m10, m11, m12, m20, m21, m22 = np.moveaxis(
+        r.reshape(r.shape[:-2] + (9,)), -1, 0)
+    # four times the square of each component (w, x, y, z)
+    four_sq = np.stack([1 + m00 + m11 + m22, 1 + m00 - m11 - m22,
+                        1 - m00 + m11 - m22, 1 - m00 - m11 + m22], -1)
+    # candidate (w, x, y, z) scaled by 4 x the pivot component, one row per pivot
+    cand = np.stack([
+        np.stack([four_sq[..., 0], m21 - m12, m02 - m20, m10 - m01], -1),
+        np.stack([m21 - m12, four_sq[..., 1], m10 + m01, m02 + m20], -1),
+        np.stack([m02 - m20, m10 + m01, four_sq[..., 2], m12 + m21], -1),
+        np.stack([m10 - m01, m02 + m20, m12 + m21, four_sq[..., 3]], -1),
+    ], -2)
+    pivot = np.argmax(four_sq, -1)[..., None, None]
+    wxyz = np.take_along_axis(cand, pivot, -2)[..., 0, :]
+    wxyz = wxyz / np.linalg.norm(wxyz, axis=-1, keepdims=True)
+    wxyz = np.where(wxyz[..., :1] < 0, -wxyz, wxyz)
+    return wxyz[..., [1, 2, 3, 0]]
 
 
 def pose_enc_to_matrix(pose_enc: np.ndarray) -> np.ndarray:
     """``[..., 4, 4]`` matrices ``[R(q) | T]`` (camera-to-world) of encodings ``[..., 9]``."""
     enc = _f64(pose_enc)
-    extrinsic, _ = pose.pose_encoding_to_camera(enc, (1, 1))
-    return pose.to_homogeneous(extrinsic).numpy()
+    out = np.zeros(enc.shape[:-1] + (4, 4))
+    out[..., :3, :3] = quat_to_matrix(enc[..., 3:7])
+    out[..., :3, 3] = enc[..., :3]
+    out[..., 3, 3] = 1.0
+    return out
 
 
 def matrix_to_pose_enc(pose_c2w: np.ndarray, fov_hw: Sequence[float]) -> np.ndarray:
@@ -70,12 +104,25 @@ def matrix_to_pose_enc(pose_c2w: np.ndarray, fov_hw: Sequence[float]) -> np.ndar
 def intrinsics_from_fov(fov_h: np.ndarray, fov_w: np.ndarray, height: int,
                         width: int) -> np.ndarray:
     """Pinhole ``[..., 3, 3]`` in pixels of an ``height x width`` grid, centred."""
-    return pose.intrinsics_from_fov(_f64(fov_h), _f64(fov_w), (height, width)).numpy()
+    fov_h, fov_w = _f64(fov_h), _f64(fov_w)
+    k = np.zeros(fov_h.shape + (3, 3))
+    k[..., 0, 0] = (width / 2.0) / np.tan(fov_w / 2.0)
+    k[..., 1, 1] = (height / 2.0) / np.tan(fov_h / 2.0)
+    k[..., 0, 2] = width / 2
+    k[..., 1, 2] = height / 2
+    k[..., 2, 2] = 1.0
+    return k
 
 
 def invert_rigid(pose_c2w: np.ndarray) -> np.ndarray:
     """Inverse of rigid ``[..., 4, 4]`` (or ``[..., 3, 4]``) transforms, as ``[..., 4, 4]``."""
-    return pose.se3_inverse(pose.to_homogeneous(_f64(pose_c2w))).numpy()
+    pose_c2w = _f64(pose_c2w)
+    rot_t = np.swapaxes(pose_c2w[..., :3, :3], -1, -2)
+    out = np.zeros(pose_c2w.shape[:-2] + (4, 4))
+    out[..., :3, :3] = rot_t
+    out[..., :3, 3] = -(rot_t @ pose_c2w[..., :3, 3:4])[..., 0]
+    out[..., 3, 3] = 1.0
+    return out
 
 
 def write_tum(path: PathLike, stamps_s: Iterable[float], poses_c2w: Iterable[np.ndarray]) -> int:
