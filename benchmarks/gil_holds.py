@@ -19,12 +19,16 @@ How long the node's periodic jobs keep other threads from the GIL, at the node's
 A ticker thread spins in Python and records the longest gap between its own iterations
 while each job runs in the main thread: the longest stretch the job held the GIL. The jobs:
 a snapshot of a full 500k-point map, its PointCloud2, one keyframe merged into it, the
-path of 2,000 poses published, the map published. Prints numbers only. The switch interval
-is the node's (0.5 ms). Example: ``python benchmarks/gil_holds.py``.
+path of 2,000 poses published, the map published, and a frame's depth and points published,
+each both as a message and serialized (``messages.Blob``), to matched subscribers. Each job
+runs ``--repeat`` times: the median time, the median and the largest longest hold. Prints
+numbers only. The switch interval is the node's (0.5 ms). Example:
+``python benchmarks/gil_holds.py``.
 """
 
 from __future__ import annotations
 
+import argparse
 import os
 import sys
 import threading
@@ -63,12 +67,15 @@ def held(job: Callable[[], object]) -> tuple:
 
 
 def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument('--repeat', type=int, default=5, help='runs of each job (median shown)')
+    args = ap.parse_args()
     sys.setswitchinterval(GIL_SWITCH_INTERVAL_S)
     os.environ.setdefault('ROS_AUTOMATIC_DISCOVERY_RANGE', 'LOCALHOST')
     import rclpy
     from nav_msgs.msg import Path as PathMsg
     from rclpy.qos import QoSProfile, ReliabilityPolicy
-    from sensor_msgs.msg import PointCloud2
+    from sensor_msgs.msg import Image, PointCloud2
     cloud = MapCloud(MapCloudConfig())
     frames = keyframes(150, 392, 518, 0.02, 0)
     for r in frames:
@@ -85,19 +92,35 @@ def main() -> None:
     rclpy.init()
     node = rclpy.create_node('gil_holds')
     qos = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE)
-    path_pub = node.create_publisher(PathMsg, 'path', qos)
-    map_pub = node.create_publisher(PointCloud2, 'map', qos)
+    pubs = {name: node.create_publisher(kind, name, qos)
+            for name, kind in (('path', PathMsg), ('map', PointCloud2), ('depth', Image),
+                               ('points', PointCloud2))}
+    subs = [node.create_subscription(pub.msg_type, name, lambda _: None, qos, raw=True)
+            for name, pub in pubs.items()]  # matched readers: every publish is delivered
+    time.sleep(1.0)
     poses = [messages.pose_stamped(np.eye(4), i, 'map') for i in range(2000)]
     cloud_msg = messages.map_cloud(map_rows, 1, 'map').to_message()
     cloud_cdr = messages.map_cloud(map_rows, 1, 'map').outgoing()
-    rows += [('path of 2,000 poses published', lambda: path_pub.publish(PathMsg(poses=poses))),
+    frame = frames[-1]
+    rows += [('path of 2,000 poses published',
+              lambda: pubs['path'].publish(PathMsg(poses=poses))),
              (f'map published ({len(cloud_msg.data) / 1e6:.0f} MB)',
-              lambda: map_pub.publish(cloud_msg)),
-             ('map published, serialized', lambda: map_pub.publish(cloud_cdr))]
-    print(f'{len(snap.xyz)} map points; switch interval {GIL_SWITCH_INTERVAL_S * 1e3:g} ms')
+              lambda: pubs['map'].publish(cloud_msg)),
+             ('map published, serialized', lambda: pubs['map'].publish(cloud_cdr))]
+    for how in ('to_message', 'outgoing'):
+        rows += [(f'one frame depth built, sent ({how})', lambda how=how: pubs['depth'].publish(
+                     getattr(messages.depth_blob(frame, 'cam'), how)())),
+                 (f'one frame points built, sent ({how})',
+                  lambda how=how: pubs['points'].publish(getattr(messages.point_cloud(
+                      frame, frame.pose_c2w, 'map', 4, 0.0, 50.0), how)()))]
+    print(f'{len(snap.xyz)} map points; switch interval {GIL_SWITCH_INTERVAL_S * 1e3:g} ms; '
+          f'{args.repeat} runs of each job')
     for name, job in rows:
-        took, gap = held(job)
-        print(f'{name:>34}: {took:6.1f} ms, longest GIL hold {gap:4.1f} ms')
+        runs = np.array([held(job) for _ in range(max(1, args.repeat))])
+        print(f'{name:>44}: {np.median(runs[:, 0]):6.1f} ms, longest GIL hold '
+              f'{np.median(runs[:, 1]):4.1f} ms (max {runs[:, 1].max():4.1f})')
+    for sub in subs:
+        node.destroy_subscription(sub)
     node.destroy_node()
     rclpy.shutdown()
 
