@@ -19,10 +19,10 @@ How long the node's periodic jobs keep other threads from the GIL, at the node's
 A ticker thread spins in Python and records the longest gap between its own iterations
 while each job runs in the main thread: the longest stretch the job held the GIL. The jobs:
 a snapshot of a full 500k-point map, its PointCloud2, one keyframe merged into it, the
-path of 2,000 poses published, the map published, and a frame's depth and points published,
-each both as a message and serialized (``messages.Blob``), to matched subscribers. Each job
-runs ``--repeat`` times: the median time, the median and the largest longest hold. Prints
-numbers only. The switch interval is the node's (0.5 ms). Example:
+path of 2,000 poses published, the map published (as a message and as serialized bytes), and
+a frame's depth and points built and published, to matched subscribers. Each job runs
+``--repeat`` times: the median time, the median and the largest longest hold. Prints numbers
+only. The switch interval is the node's (0.5 ms). Example:
 ``python benchmarks/gil_holds.py``.
 """
 
@@ -75,6 +75,7 @@ def main() -> None:
     import rclpy
     from nav_msgs.msg import Path as PathMsg
     from rclpy.qos import QoSProfile, ReliabilityPolicy
+    from rclpy.serialization import serialize_message
     from sensor_msgs.msg import Image, PointCloud2
     cloud = MapCloud(MapCloudConfig())
     frames = keyframes(150, 392, 518, 0.02, 0)
@@ -84,10 +85,9 @@ def main() -> None:
     map_rows = cloud.rows()
     rows = [('map snapshot', lambda: cloud.snapshot()),
             ('map rows (what ~/map_points sends)', lambda: cloud.rows()),
-            ('map PointCloud2 serialized', lambda: messages.map_cloud(
-                map_rows, 1, 'map').outgoing()),
-            ('map PointCloud2 message built', lambda: messages.map_cloud(
-                map_rows, 1, 'map').to_message()),
+            ('map PointCloud2 built', lambda: messages.map_cloud(map_rows, 1, 'map')),
+            ('map PointCloud2 serialized', lambda: serialize_message(messages.map_cloud(
+                map_rows, 1, 'map'))),
             ('one keyframe merged', lambda: cloud.add(frames[-1], frames[-1].pose_c2w))]
     rclpy.init()
     node = rclpy.create_node('gil_holds')
@@ -99,20 +99,18 @@ def main() -> None:
             for name, pub in pubs.items()]  # matched readers: every publish is delivered
     time.sleep(1.0)
     poses = [messages.pose_stamped(np.eye(4), i, 'map') for i in range(2000)]
-    cloud_msg = messages.map_cloud(map_rows, 1, 'map').to_message()
-    cloud_cdr = messages.map_cloud(map_rows, 1, 'map').outgoing()
+    cloud_msg = messages.map_cloud(map_rows, 1, 'map')
+    cloud_cdr = serialize_message(cloud_msg)
     frame = frames[-1]
     rows += [('path of 2,000 poses published',
               lambda: pubs['path'].publish(PathMsg(poses=poses))),
              (f'map published ({len(cloud_msg.data) / 1e6:.0f} MB)',
               lambda: pubs['map'].publish(cloud_msg)),
-             ('map published, serialized', lambda: pubs['map'].publish(cloud_cdr))]
-    for how in ('to_message', 'outgoing'):
-        rows += [(f'one frame depth built, sent ({how})', lambda how=how: pubs['depth'].publish(
-                     getattr(messages.depth_blob(frame, 'cam'), how)())),
-                 (f'one frame points built, sent ({how})',
-                  lambda how=how: pubs['points'].publish(getattr(messages.point_cloud(
-                      frame, frame.pose_c2w, 'map', 4, 0.0, 50.0), how)()))]
+             ('map published as serialized bytes', lambda: pubs['map'].publish(cloud_cdr)),
+             ("one frame's depth built, sent",
+              lambda: pubs['depth'].publish(messages.depth_image(frame, 'cam'))),
+             ("one frame's points built, sent", lambda: pubs['points'].publish(
+                 messages.point_cloud(frame, frame.pose_c2w, 'map', 4, 0.0, 50.0)))]
     print(f'{len(snap.xyz)} map points; switch interval {GIL_SWITCH_INTERVAL_S * 1e3:g} ms; '
           f'{args.repeat} runs of each job')
     for name, job in rows:

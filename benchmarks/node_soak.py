@@ -95,8 +95,8 @@ class BuildingSink:
         messages.transform(pose, stamp, 'map', 'soak_lingbot')
         messages.camera_info(result, 'soak_camera')
         if result.depth is not None:
-            messages.depth_blob(result, 'soak_camera').outgoing()
-            messages.point_cloud(result, pose, 'map', 4, 0.0, 50.0).outgoing()
+            messages.depth_image(result, 'soak_camera')
+            messages.point_cloud(result, pose, 'map', 4, 0.0, 50.0)
             if result.is_keyframe:
                 self.maps.submit(cam.index, result, pose)
         self.model_ms.append(result.timings_ms.get('model', float('nan')))

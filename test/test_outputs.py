@@ -52,7 +52,7 @@ def rig(monkeypatch):
             built.append(name)
             return real(*args, **kwargs)
         return build
-    for name in ('depth_blob', 'point_cloud'):
+    for name in ('depth_image', 'point_cloud'):
         monkeypatch.setattr(messages, name, counting(name, getattr(messages, name)))
     yield node, cam, out, built
     node.destroy_node()
@@ -79,4 +79,4 @@ def test_depth_and_points_are_built_only_while_subscribed(rig):
     node.create_subscription(Image, f'{name}/depth', lambda m: None, qos)
     node.create_subscription(PointCloud2, f'{name}/points', lambda m: None, qos)
     out.publish(Output(cam, _result(2), None))
-    assert built == ['depth_blob', 'point_cloud'] and cam.counters.processed == 2
+    assert built == ['depth_image', 'point_cloud'] and cam.counters.processed == 2

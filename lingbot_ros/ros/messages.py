@@ -24,14 +24,11 @@ at the first camera pose, otherwise it is the first camera's optical frame.
 from __future__ import annotations
 
 import array
-import copy
-from dataclasses import dataclass
-from typing import Optional, Sequence, Union
+from typing import Optional, Sequence
 
 from builtin_interfaces.msg import Time
 import cv2
 from geometry_msgs.msg import Pose, PoseStamped, TransformStamped
-from lingbot_ros.ros import blob_cdr
 from lingbot_ros.streaming.map_cloud import packed_rows, unproject
 from lingbot_ros.streaming.result import FrameResult
 from lingbot_ros.streaming.trajectory import matrix_to_quat
@@ -160,54 +157,32 @@ def depth_on_input(result: FrameResult, out: Optional[np.ndarray] = None) -> np.
                           borderMode=cv2.BORDER_CONSTANT, borderValue=float('nan'))
 
 
-@dataclass(frozen=True)
-class Blob:
-    """
-    A message whose large ``data`` field stays a numpy array until it is sent.
-
-    ``message`` carries every other field (its ``data`` empty). :meth:`outgoing` gives
-    what a publisher takes: the serialized bytes with the data copied in once
-    (:mod:`~lingbot_ros.ros.blob_cdr`), or, where that assembly does not hold, the
-    message with its data filled in.
-    """
-
-    message: Union[Image, PointCloud2]
-    data: np.ndarray
-
-    def to_message(self) -> Union[Image, PointCloud2]:
-        """Return a copy of ``message`` with ``data`` filled in."""
-        msg = copy.copy(self.message)
-        msg.data = _bytes(self.data)
-        return msg
-
-    def outgoing(self) -> Union[bytes, Image, PointCloud2]:
-        """Return the serialized message where the assembly holds, else the message."""
-        if blob_cdr.assembly_holds(type(self.message)):
-            return blob_cdr.blob_cdr(self.message, self.data)
-        return self.to_message()
-
-
-def depth_blob(result: FrameResult, frame: str) -> Optional[Blob]:
+def depth_image(result: FrameResult, frame: str) -> Optional[Image]:
     """Build a 32FC1 depth (model units) registered to ``camera_info``; None without depth."""
     if result.depth is None:
         return None
     h, w = (int(v) for v in result.input_hw)
-    data = depth_on_input(result, out=np.empty((h, w), np.float32))
+    data = _zeros(h * w * 4)  # the message's own buffer: the resampler writes straight in
+    depth_on_input(result, out=np.frombuffer(data, dtype=np.float32).reshape(h, w))
     msg = Image(header=Header(stamp=stamp_msg(result.stamp_ns), frame_id=frame), height=h,
                 width=w, encoding='32FC1', is_bigendian=int(not np.little_endian),
                 step=w * 4)
-    return Blob(msg, data)
+    msg.data = data
+    return msg
+
+
+def _zeros(nbytes: int) -> array.array:
+    """Return a zeroed ``uint8[]`` buffer of the array type rosidl stores data in."""
+    return array.array('B', bytes(1)) * nbytes
 
 
 _POINT_FIELDS = [PointField(name='x', offset=0, datatype=PointField.FLOAT32, count=1),
                  PointField(name='y', offset=4, datatype=PointField.FLOAT32, count=1),
                  PointField(name='z', offset=8, datatype=PointField.FLOAT32, count=1),
                  PointField(name='rgb', offset=12, datatype=PointField.FLOAT32, count=1)]
-_MAP_FIELDS = _POINT_FIELDS + [PointField(name='confidence', offset=16,
-                                          datatype=PointField.FLOAT32, count=1)]
 
 
-def _cloud(rows: np.ndarray, stamp: int, frame: str, fields: list) -> Blob:
+def _cloud(rows: np.ndarray, stamp: int, frame: str, fields: list) -> PointCloud2:
     """Wrap :func:`~lingbot_ros.streaming.map_cloud.packed_rows` rows as a PointCloud2."""
     n, step = int(rows.shape[0]), 4 * len(fields)
     if rows.dtype != np.float32 or rows.shape[1:] != (len(fields),):
@@ -216,21 +191,17 @@ def _cloud(rows: np.ndarray, stamp: int, frame: str, fields: list) -> Blob:
     msg = PointCloud2(header=Header(stamp=stamp_msg(stamp), frame_id=frame), height=1,
                       width=n, fields=fields, is_bigendian=not np.little_endian,
                       point_step=step, row_step=step * n, is_dense=True)
-    return Blob(msg, rows)
+    msg.data = _bytes(rows)
+    return msg
 
 
 def point_cloud(result: FrameResult, pose_map: np.ndarray, frame: str, decimation: int,
-                min_confidence: float, percentile: float) -> Optional[Blob]:
+                min_confidence: float, percentile: float) -> Optional[PointCloud2]:
     """Unproject depth into ``frame`` (xyz + packed rgb), filtered as the map's points."""
     if result.depth is None:
         return None
     points = unproject(result, pose_map, decimation, min_confidence, percentile)
     return _cloud(packed_rows(points.xyz, points.rgb), result.stamp_ns, frame, _POINT_FIELDS)
-
-
-def map_cloud(rows: np.ndarray, stamp: int, frame: str) -> Blob:
-    """Build the accumulated map's PointCloud2 from ``MapCloud.rows()``: xyz, rgb, confidence."""
-    return _cloud(rows, stamp, frame, _MAP_FIELDS)
 
 
 def _bytes(arr: np.ndarray) -> array.array:
@@ -239,7 +210,19 @@ def _bytes(arr: np.ndarray) -> array.array:
 
     Handing ``bytes`` costs a second copy and, where rosidl checks fields (older distros
     always, newer ones with ROS_PYTHON_CHECK_FIELDS=1), a Python-level check of every byte.
+    (Serializing the rest and joining the data in behind it, as ``path_cdr`` does for the
+    path's many small poses, measured no faster for one flat buffer and held the GIL
+    longer in rclpy's copy of the bytes: ``benchmarks/README.md``.)
     """
     out = array.array('B')
-    out.frombytes(blob_cdr.raw_bytes(arr))
+    out.frombytes(np.ascontiguousarray(arr).reshape(-1).view(np.uint8))
     return out
+
+
+_MAP_FIELDS = _POINT_FIELDS + [PointField(name='confidence', offset=16,
+                                          datatype=PointField.FLOAT32, count=1)]
+
+
+def map_cloud(rows: np.ndarray, stamp: int, frame: str) -> PointCloud2:
+    """Build the accumulated map's PointCloud2 from ``MapCloud.rows()``: xyz, rgb, confidence."""
+    return _cloud(rows, stamp, frame, _MAP_FIELDS)

@@ -210,11 +210,11 @@ class Outputs:
                 messages.camera_info(result, sensor)))
         if out.publish_depth and result.depth is not None and _listened(pubs.depth):
             self._send(cam, 'depth', lambda: pubs.depth.publish(
-                messages.depth_blob(result, sensor).outgoing()))
+                messages.depth_image(result, sensor)))
         if out.publish_points and result.depth is not None and _listened(pubs.points):
             self._send(cam, 'points', lambda: pubs.points.publish(messages.point_cloud(
                 result, pose, map_frame, out.points_decimation, out.points_min_confidence,
-                out.points_confidence_percentile).outgoing()))
+                out.points_confidence_percentile)))
         maps = self._maps()
         if out.publish_map and result.is_keyframe and result.depth is not None \
                 and maps is not None:
@@ -262,7 +262,7 @@ class Outputs:
             map_frame, _, _ = self._frames(cam)
             pubs.map_sent = (now, counters.version)
             self._send(cam, 'map_points', lambda: pubs.map_points.publish(messages.map_cloud(
-                rows, counters.stamp_ns, map_frame).outgoing()))
+                rows, counters.stamp_ns, map_frame)))
 
 
 def _listened(publisher: Any) -> bool:
