@@ -156,3 +156,25 @@ def test_an_exception_in_a_callback_reaches_the_spinning_thread(ctx):
     finally:
         executor.shutdown()
         node.destroy_node()
+
+
+def test_an_inline_group_runs_in_the_spinning_thread(ctx):
+    """The image callbacks run where the executor spins; the rest go to the pool."""
+    node = rclpy.create_node('executor_inline', context=ctx)
+    images, others = MutuallyExclusiveCallbackGroup(), MutuallyExclusiveCallbackGroup()
+    seen = {'inline': set(), 'pool': set()}
+    node.create_timer(0.005, lambda: seen['inline'].add(threading.get_ident()),
+                      callback_group=images)
+    node.create_timer(0.005, lambda: seen['pool'].add(threading.get_ident()),
+                      callback_group=others)
+    executor = make_executor(ExecutorKind.LINGBOT, THREADS, context=ctx, inline=[images])
+    executor.add_node(node)
+    try:
+        deadline = time.monotonic() + 5
+        while (not seen['inline'] or not seen['pool']) and time.monotonic() < deadline:
+            executor.spin_once(timeout_sec=0.05)
+        assert seen['inline'] == {threading.get_ident()}
+        assert seen['pool'] and threading.get_ident() not in seen['pool']
+    finally:
+        executor.shutdown()
+        node.destroy_node()

@@ -83,7 +83,8 @@ def rig(monkeypatch, request):
                  Parameter('autostart', value=False)]
     node = LingbotNode(context=ctx, parameter_overrides=overrides,
                        cli_args=['--ros-args', '-r', f'__node:={NAMES[request.param]}'])
-    executor = make_executor(request.param, EXECUTOR_THREADS, context=ctx)
+    executor = make_executor(request.param, EXECUTOR_THREADS, context=ctx,
+                             inline=node.inline_groups)  # as lingbot_node does
     executor.add_node(node)
     spinner = threading.Thread(target=executor.spin, daemon=True)
     spinner.start()

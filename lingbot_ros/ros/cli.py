@@ -129,7 +129,8 @@ def main(args: Optional[list] = None) -> int:
     node = LingbotNode()
     if dds_note:
         node.get_logger().info(dds_note)
-    executor = make_executor(ExecutorKind(node._raw('executor')), EXECUTOR_THREADS)
+    executor = make_executor(ExecutorKind(node._raw('executor')), EXECUTOR_THREADS,
+                             inline=node.inline_groups)
     executor.add_node(node)
     if node.autostart:  # from inside the executor, so diagnostics flow during configure
         starter = None

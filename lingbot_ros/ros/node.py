@@ -158,6 +158,11 @@ class LingbotNode(LifecycleNode):
             self._map_timer.cancel()
         self._ready_at = time.monotonic()  # from here a lifecycle manager may keep us waiting
 
+    @property
+    def inline_groups(self) -> tuple:
+        """The callback groups the package's executor runs in its spinning thread: images."""
+        return (self._image_group,)
+
     # --- parameters ---------------------------------------------------------------------
 
     def _declare_all(self) -> list:
