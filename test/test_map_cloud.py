@@ -20,7 +20,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from lingbot_ros.model.config import ConfigError
 from lingbot_ros.streaming.map_cloud import (AddOutcome, MapCloud, MapCloudConfig, packed_rows,
-                                             unproject)
+                                             percentile_linear, unproject)
 from lingbot_ros.streaming.ply import PlyError, read_ply, write_ply
 from lingbot_ros.streaming.result import FrameResult, FrameType
 from lingbot_ros.tools import scene
@@ -178,6 +178,65 @@ def test_unproject_pixel_convention_and_filters():
     # decimation keeps pixel (u, v) = (2i, 2j) at its own coordinates
     pts = unproject(r, pose, 2, 0.0, 0.0)
     np.testing.assert_allclose(pts.xyz, [[(0 - 1) * 1 / 2 + 10, (0 - 0.5) * 1 / 4 + 20, 31]])
+
+
+def unproject_plain(r, pose, step, min_confidence, percentile):
+    """The unprojection written out directly (nonzero, np.percentile): what unproject equals."""
+    depth = r.depth[::step, ::step]
+    keep = np.isfinite(depth) & (depth > 0)
+    conf = None if r.confidence is None else r.confidence[::step, ::step]
+    if conf is not None:
+        cut = min_confidence
+        if percentile > 0 and keep.any():
+            cut = max(cut, float(np.percentile(conf[keep], percentile)))
+        keep &= conf >= cut
+    v, u = np.nonzero(keep)
+    z = depth[v, u].astype(np.float64)
+    k = r.intrinsics_model
+    cam = np.stack([(u * step - k[0, 2]) * z / k[0, 0], (v * step - k[1, 2]) * z / k[1, 1], z],
+                   axis=1)
+    xyz = cam @ pose[:3, :3].T + pose[:3, 3]
+    rgb = r.colors[::step, ::step][v, u] if r.colors is not None \
+        else np.zeros((len(z), 3), np.uint8)
+    return xyz, rgb, (conf[v, u] if conf is not None else np.zeros(len(z), np.float32))
+
+
+@settings(max_examples=60, deadline=None)
+@given(seed=st.integers(0, 2**31 - 1), step=st.integers(1, 5),
+       min_confidence=st.sampled_from([0.0, 1.5, 2.2]),
+       percentile=st.sampled_from([0.0, 50.0, 37.5, 99.9]),
+       with_conf=st.booleans(), with_colors=st.booleans())
+def test_unproject_equals_the_plain_formulation(seed, step, min_confidence, percentile,
+                                                 with_conf, with_colors):
+    """Bit for bit: the cached pixel grid and flat masks change how, not what."""
+    rng = np.random.default_rng(seed)
+    h, w = int(rng.integers(1, 40)), int(rng.integers(1, 40))
+    depth = rng.uniform(0.1, 5.0, (h, w)).astype(np.float32)
+    depth[rng.random((h, w)) < 0.1] = np.nan
+    depth[rng.random((h, w)) < 0.1] = 0.0
+    conf = np.round(rng.uniform(1.0, 3.0, (h, w)), 1).astype(np.float32) if with_conf else None
+    colors = rng.integers(0, 256, (h, w, 3), dtype=np.uint8) if with_colors else None
+    k = np.array([[rng.uniform(5, 50), 0, rng.uniform(0, w)],
+                  [0, rng.uniform(5, 50), rng.uniform(0, h)], [0, 0, 1.0]])
+    pose = np.eye(4)
+    pose[:3, :3] = np.linalg.qr(rng.normal(size=(3, 3)))[0]
+    pose[:3, 3] = rng.normal(size=3)
+    r = result(0, pose, depth, k, colors, conf)
+    got = unproject(r, pose, step, min_confidence, percentile)
+    want = unproject_plain(r, pose, step, min_confidence, percentile)
+    for a, b in zip(got, want):
+        np.testing.assert_array_equal(a, b)
+
+
+@settings(max_examples=200, deadline=None)
+@given(seed=st.integers(0, 2**31 - 1), n=st.integers(1, 300),
+       q=st.one_of(st.sampled_from([0.0, 50.0, 99.9, 100.0]), st.floats(0.0, 100.0)),
+       dtype=st.sampled_from([np.float32, np.float64]), coarse=st.booleans())
+def test_percentile_linear_is_numpys(seed, n, q, dtype, coarse):
+    rng = np.random.default_rng(seed)
+    values = rng.uniform(1.0, 3.0, n)
+    values = (np.round(values, 1) if coarse else values).astype(dtype)  # ties, when coarse
+    assert percentile_linear(values, q) == float(np.percentile(values, q))
 
 
 def test_frames_that_are_not_added():

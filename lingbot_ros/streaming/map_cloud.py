@@ -39,6 +39,7 @@ of the log: least recently observed first, ties broken by lowest confidence.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from dataclasses import dataclass
 from enum import Enum
 import math
@@ -201,33 +202,67 @@ def unproject(result: FrameResult, pose_map: np.ndarray, decimation: int,
     ``decimation``-th pixel ``(u, v)`` of the model grid, ``x = (u - cx) z / fx``; finite
     positive depth; confidence at least ``min_confidence`` and at least the frame's
     ``percentile`` (over its valid pixels). Without confidence nothing is filtered on it
-    and the points carry confidence 0; without colours they are black.
+    and the points carry confidence 0; without colours they are black. Points come in
+    row-major pixel order. (It runs for every frame's ``~/points`` on the output thread:
+    gathers by flat index and a cached pixel grid, not boolean masks, ``nonzero`` and
+    ``np.percentile``, take it from 1.1 ms to a third of that.)
     """
     if result.depth is None:
         raise ValueError(f'frame {result.index} has no depth to unproject')
     step = max(1, int(decimation))
     depth = np.asarray(result.depth, dtype=np.float32)[::step, ::step]
-    keep = np.isfinite(depth) & (depth > 0)
+    keep = (np.isfinite(depth) & (depth > 0)).reshape(-1)
     conf = None
     if result.confidence is not None:
-        conf = np.asarray(result.confidence, dtype=np.float32)[::step, ::step]
+        conf = np.asarray(result.confidence, dtype=np.float32)[::step, ::step].reshape(-1)
         cut = float(min_confidence)
         if percentile > 0 and keep.any():
-            cut = max(cut, float(np.percentile(conf[keep], percentile)))
+            cut = max(cut, percentile_linear(conf[keep], percentile))
         keep &= conf >= cut
-    v, u = np.nonzero(keep)
-    z = depth[v, u].astype(np.float64)
     k = np.asarray(result.intrinsics_model, dtype=np.float64)
-    cam = np.stack([(u * step - k[0, 2]) * z / k[0, 0], (v * step - k[1, 2]) * z / k[1, 1], z],
-                   axis=1)
+    du, dv = _pixel_offsets(depth.shape, step, float(k[0, 2]), float(k[1, 2]))
+    idx = np.flatnonzero(keep)
+    z = depth.reshape(-1).take(idx).astype(np.float64)
+    cam = np.stack([du.take(idx) * z / k[0, 0], dv.take(idx) * z / k[1, 1], z], axis=1)
     pose = np.asarray(pose_map, dtype=np.float64)
     xyz = cam @ pose[:3, :3].T + pose[:3, 3]
+    rgb = np.zeros((len(z), 3), np.uint8)
     if result.colors is not None:
-        rgb = np.asarray(result.colors, dtype=np.uint8)[::step, ::step][v, u]
-    else:
-        rgb = np.zeros((len(z), 3), np.uint8)
-    confidence = conf[v, u] if conf is not None else np.zeros(len(z), np.float32)
+        colors = np.asarray(result.colors, dtype=np.uint8)[::step, ::step]
+        for c in range(3):  # a channel at a time: a gather of 3-byte rows is slow
+            rgb[:, c] = colors[..., c].reshape(-1).take(idx)
+    confidence = conf.take(idx) if conf is not None else np.zeros(len(z), np.float32)
     return MapPoints(xyz, rgb, confidence)
+
+
+@functools.lru_cache(maxsize=16)
+def _pixel_offsets(shape: tuple, step: int, cx: float, cy: float) -> tuple:
+    """``u * step - cx`` and ``v * step - cy`` of a decimated grid, flat (read-only)."""
+    v, u = np.indices(shape)
+    du, dv = (u.reshape(-1) * step - cx), (v.reshape(-1) * step - cy)
+    du.flags.writeable = dv.flags.writeable = False
+    return du, dv
+
+
+def percentile_linear(values: np.ndarray, q: float) -> float:
+    """
+    ``np.percentile(values, q)`` (its default linear method) by one partition.
+
+    numpy's general version costs about ten times as much for a frame's few thousand
+    confidences; this takes the two order statistics around ``(n - 1) q / 100`` and
+    interpolates between them in the values' own type, as numpy does.
+    """
+    n = int(values.size)
+    if n == 0:
+        raise ValueError('percentile of no values')
+    kind = values.dtype.type
+    pos = (n - 1) * (float(q) / 100.0)  # float64, as numpy's virtual index
+    lo = int(math.floor(pos))
+    hi = min(lo + 1, n - 1)
+    part = np.partition(values.reshape(-1), [lo, hi] if hi != lo else lo)
+    a, b = part[lo], part[hi]
+    t = pos - lo  # numpy's weights are weak Python floats: they take the values' type
+    return float(a + (b - a) * kind(t) if t < 0.5 else b - (b - a) * kind(1.0 - t))
 
 
 class MapCloud:
