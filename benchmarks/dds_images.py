@@ -17,22 +17,27 @@ What DDS itself delivers: camera-sized images from one process to another, no no
 
 ``lingbot-ros-play`` publishes ``--frames`` images at ``--rate`` (best effort, depth 5, as a
 camera driver does); this process counts what arrives with a best-effort depth-5 reader
-whose callback does nothing else. Each ``--transport`` runs the pair with that Fast DDS
+whose callback only notes the time (image stamp to callback: the floor of the node's
+``arrival`` stage, with rclpy's own single-threaded executor). Each ``--transport`` runs the pair with that Fast DDS
 setting in both processes' environment: ``default`` (shared memory with its 512 KB segment,
 then UDP), ``large_data`` (``FASTDDS_BUILTIN_TRANSPORTS=LARGE_DATA``), ``package`` (the
 profile the node uses by itself) or a profile file given as ``xml:PATH``. Prints one line
-per setting: sent, received, the share. Numbers only; it asserts nothing.
+per setting: sent, received, the share, stamp-to-callback p50 / p99 (after the first
+second). Numbers only; it asserts nothing.
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import os
 from pathlib import Path
 import subprocess
 import sys
 import time
 from typing import Optional
+
+import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 PROFILE = ROOT / 'lingbot_ros' / 'data' / 'fastdds_large_images.xml'
@@ -55,7 +60,7 @@ def transport_env(setting: str) -> dict:
 
 
 def count(args: argparse.Namespace, setting: str) -> tuple:
-    """Run one player and count in a child of this script; return (sent, received)."""
+    """Run one player and count in a child; return (sent, received, p50 ms, p99 ms)."""
     env = dict(os.environ, **transport_env(setting))
     for key in ('FASTDDS_BUILTIN_TRANSPORTS', 'FASTDDS_DEFAULT_PROFILES_FILE'):
         if not env[key]:
@@ -65,13 +70,13 @@ def count(args: argparse.Namespace, setting: str) -> tuple:
                               args.source, '--size', args.size, '--topic', args.topic],
                              env=env, capture_output=True, text=True,
                              timeout=args.frames / args.rate + 90)
-    line = (counter.stdout.strip().splitlines() or ['0 0'])[-1]
+    line = (counter.stdout.strip().splitlines() or ['0 0 nan nan'])[-1]
     try:
-        sent, received = (int(v) for v in line.split())
+        sent, received, p50, p99 = line.split()
+        return int(sent), int(received), float(p50), float(p99)
     except ValueError:
         print(counter.stdout, counter.stderr, file=sys.stderr)
-        return 0, 0
-    return sent, received
+        return 0, 0, math.nan, math.nan
 
 
 def count_only(args: argparse.Namespace) -> int:
@@ -81,10 +86,14 @@ def count_only(args: argparse.Namespace) -> int:
     from sensor_msgs.msg import Image
     rclpy.init(args=['dds_images'])
     node = rclpy.create_node('dds_images_counter')
-    got = [0]
+    arrival_ms: list = []  # image stamp (the player's wall clock at publish) -> callback
+
+    def on_image(msg: Image) -> None:
+        now = time.time_ns()
+        arrival_ms.append((now - (msg.header.stamp.sec * 10**9 + msg.header.stamp.nanosec)) / 1e6)
     qos = QoSProfile(depth=5, reliability=ReliabilityPolicy.BEST_EFFORT,
                      history=HistoryPolicy.KEEP_LAST)
-    node.create_subscription(Image, args.topic, lambda _: got.__setitem__(0, got[0] + 1), qos)
+    node.create_subscription(Image, args.topic, on_image, qos)
     exe = Path(sys.executable).with_name('lingbot-ros-play')
     cmd = [str(exe)] if exe.exists() else [sys.executable, '-m', 'lingbot_ros.tools.play']
     player = subprocess.Popen(cmd + [args.source, '--topic', args.topic, '--rate',
@@ -96,7 +105,9 @@ def count_only(args: argparse.Namespace) -> int:
     end = time.monotonic() + 1.0
     while time.monotonic() < end:
         rclpy.spin_once(node, timeout_sec=0.05)
-    print(args.frames if player.returncode == 0 else 0, got[0])
+    steady = arrival_ms[int(args.rate):] or [math.nan]  # the first second: discovery, caches
+    print(args.frames if player.returncode == 0 else 0, len(arrival_ms),
+          f'{np.percentile(steady, 50):.3f}', f'{np.percentile(steady, 99):.3f}')
     node.destroy_node()
     rclpy.try_shutdown()
     return 0
@@ -123,10 +134,11 @@ def main(argv: Optional[list] = None) -> int:
         return count_only(args)
     best = None
     for setting in args.transport or ['default', 'large_data', 'package']:
-        sent, received = count(args, setting)
+        sent, received, p50, p99 = count(args, setting)
         share = received / sent if sent else 0.0
         print(f'{setting}: {args.size} at {args.rate:g} Hz, sent {sent}, received {received} '
-              f'({100 * share:.1f} %)', flush=True)
+              f'({100 * share:.1f} %), stamp to callback p50 {p50:.2f} ms, p99 {p99:.2f} ms',
+              flush=True)
         if best is None or share > best[1]:
             best = (setting, share)
     print(f'best: {best[0]}')
