@@ -18,10 +18,11 @@ What DDS itself delivers: camera-sized images from one process to another, no no
 ``lingbot-ros-play`` publishes ``--frames`` images at ``--rate`` (best effort, depth 5, as a
 camera driver does); this process counts what arrives with a best-effort depth-5 reader
 whose callback only notes the time (image stamp to callback: the floor of the node's
-``arrival`` stage, with rclpy's own single-threaded executor). Each ``--transport`` runs the pair with that Fast DDS
-setting in both processes' environment: ``default`` (shared memory with its 512 KB segment,
-then UDP), ``large_data`` (``FASTDDS_BUILTIN_TRANSPORTS=LARGE_DATA``), ``package`` (the
-profile the node uses by itself) or a profile file given as ``xml:PATH``. Prints one line
+``arrival`` stage, with rclpy's own single-threaded executor). Each ``--transport`` runs
+the pair with that Fast DDS setting in both processes' environment: ``default`` (shared
+memory with its 512 KB segment, then UDP), ``large_data``
+(``FASTDDS_BUILTIN_TRANSPORTS=LARGE_DATA``), ``package`` (the profile the node uses by
+itself) or a profile file given as ``xml:PATH``. Prints one line
 per setting: sent, received, the share, stamp-to-callback p50 / p99 (after the first
 second). Numbers only; it asserts nothing.
 """

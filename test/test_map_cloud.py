@@ -181,7 +181,7 @@ def test_unproject_pixel_convention_and_filters():
 
 
 def unproject_plain(r, pose, step, min_confidence, percentile):
-    """The unprojection written out directly (nonzero, np.percentile): what unproject equals."""
+    """Unproject written out directly (nonzero, np.percentile): what unproject equals."""
     depth = r.depth[::step, ::step]
     keep = np.isfinite(depth) & (depth > 0)
     conf = None if r.confidence is None else r.confidence[::step, ::step]
@@ -207,7 +207,7 @@ def unproject_plain(r, pose, step, min_confidence, percentile):
        percentile=st.sampled_from([0.0, 50.0, 37.5, 99.9]),
        with_conf=st.booleans(), with_colors=st.booleans())
 def test_unproject_equals_the_plain_formulation(seed, step, min_confidence, percentile,
-                                                 with_conf, with_colors):
+                                                with_conf, with_colors):
     """Bit for bit: the cached pixel grid and flat masks change how, not what."""
     rng = np.random.default_rng(seed)
     h, w = int(rng.integers(1, 40)), int(rng.integers(1, 40))

@@ -80,3 +80,14 @@ def test_depth_and_points_are_built_only_while_subscribed(rig):
     node.create_subscription(PointCloud2, f'{name}/points', lambda m: None, qos)
     out.publish(Output(cam, _result(2), None))
     assert built == ['depth_image', 'point_cloud'] and cam.counters.processed == 2
+
+
+def test_the_publishers_add_no_event_handlers_to_the_wait_set(rig):
+    """Every waitable costs the executor Python on each turn; a publisher's are not needed."""
+    node, _, out, _ = rig
+    before = len(list(node.waitables))
+    extra = CameraPublishers(node, '~/second/')
+    assert len(list(node.waitables)) == before
+    extra.destroy(node)
+    node.create_publisher(Image, '~/plain', 1)  # rclpy's default: event handlers
+    assert len(list(node.waitables)) > before

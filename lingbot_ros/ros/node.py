@@ -52,7 +52,7 @@ from lingbot_ros.ros.cli import main, Phases, process_age
 from lingbot_ros.ros.convert import ImageConverter
 from lingbot_ros.ros.intake import Intake
 from lingbot_ros.ros.map_thread import MapThread
-from lingbot_ros.ros.outputs import camera_frames, CameraPublishers, Outputs
+from lingbot_ros.ros.outputs import camera_frames, CameraPublishers, Outputs, quiet_events
 from lingbot_ros.ros.params import (check_one, descriptor, engine_config, is_number_list,
                                     map_config, NodeParams, ParamError, parse, SPEC, SPECS,
                                     stream_config, update)
@@ -131,7 +131,8 @@ class LingbotNode(LifecycleNode):
         self.add_pre_set_parameters_callback(self._widen_numbers)
         self.add_on_set_parameters_callback(self._on_set_parameters)
         self.add_post_set_parameters_callback(self._after_set_parameters)
-        self._diag_pub = self.create_publisher(DiagnosticArray, '/diagnostics', 10)
+        self._diag_pub = self.create_publisher(DiagnosticArray, '/diagnostics', 10,
+                                               event_callbacks=quiet_events())
         period = self._raw('diagnostics_period')
         ok = isinstance(period, float) and SPEC['diagnostics_period'].low <= period <= 60.0
         # steady clocks: with use_sim_time and no /clock (a paused bag) the diagnostics and
@@ -160,7 +161,7 @@ class LingbotNode(LifecycleNode):
 
     @property
     def inline_groups(self) -> tuple:
-        """The callback groups the package's executor runs in its spinning thread: images."""
+        """Return the callback groups our executor runs in its spinning thread (images)."""
         return (self._image_group,)
 
     # --- parameters ---------------------------------------------------------------------

@@ -39,9 +39,9 @@ of the log: least recently observed first, ties broken by lowest confidence.
 from __future__ import annotations
 
 import dataclasses
-import functools
 from dataclasses import dataclass
 from enum import Enum
+import functools
 import math
 from typing import Any, NamedTuple, Optional
 
