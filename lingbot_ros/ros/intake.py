@@ -22,6 +22,10 @@ lifecycle thread).
 
 Frames a camera sent that the node never took are counted from the publishers' numbering
 (``counters.SequenceGaps``, fed the ``MessageInfo`` of every sample).
+
+Raw images are subscribed serialized and read in place (:mod:`~lingbot_ros.ros.image_cdr`):
+rclpy's conversion to a Python message copied the pixels on the executor's thread before
+the callback began. Compressed images stay messages (decoding them dominates).
 """
 
 from __future__ import annotations
@@ -31,13 +35,15 @@ from typing import Any, Callable, Optional
 
 from lingbot_ros.ros import messages
 from lingbot_ros.ros.camera import CameraStream, StampVerdict
-from lingbot_ros.ros.convert import ImageRejected
+from lingbot_ros.ros.convert import ImageRejected, TruncatedData
 from lingbot_ros.ros.counters import MAX_WRITERS, SequenceGaps  # noqa: F401 (re-exported)
+from lingbot_ros.ros.image_cdr import NotPlainCdr, parse_image
 from lingbot_ros.ros.reasons import Level, Rejection
 from lingbot_ros.ros.worker import Frame
 from rclpy.callback_groups import CallbackGroup
 from rclpy.node import Node
 from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
+from rclpy.serialization import deserialize_message
 from rclpy.subscription import Subscription
 from sensor_msgs.msg import CompressedImage, Image
 
@@ -71,7 +77,7 @@ class Intake:
             cam.intake.gaps = SequenceGaps()
             sub = self._node.create_subscription(
                 kind, name, image_callback(self.on_image, cam, compressed), qos,
-                callback_group=group)
+                callback_group=group, raw=not compressed)
             cam.topic = sub.topic_name
             into.append(sub)
 
@@ -83,8 +89,10 @@ class Intake:
         gate = cam.intake
         cam.counters.on_lost(gate.gaps.observe(info))
         cam.counters.on_received(now)
-        stamp = messages.stamp_ns(msg.header.stamp)
         try:
+            if not compressed:
+                msg = read_image(msg)
+            stamp = messages.stamp_ns(msg.header.stamp)
             converter = self._converter()
             rgb = converter.compressed(msg) if compressed else converter.image(msg)
         except ImageRejected as exc:
@@ -114,6 +122,26 @@ class Intake:
         dropped = queue.put(Frame(cam.index, rgb, stamp, now, msg.header.frame_id))
         if dropped is not None:
             cam.counters.on_dropped()
+
+
+def read_image(sample: Any) -> Any:
+    """
+    Return a raw subscription's sample as an Image (a view of its bytes where it can be).
+
+    Bytes in an encapsulation :func:`parse_image` does not read become a message the usual
+    way; bytes that are not an Image at all are rejected as truncated.
+    """
+    if not isinstance(sample, (bytes, bytearray, memoryview)):
+        return sample  # already a message (a caller that did not subscribe raw)
+    try:
+        return parse_image(sample)
+    except NotPlainCdr:
+        pass
+    try:
+        return deserialize_message(bytes(sample), Image)
+    except Exception as exc:  # noqa: BLE001 (rclpy raises plain exceptions here)
+        raise TruncatedData(f'a sample of {len(sample)} bytes is no sensor_msgs/Image: '
+                            f'{exc}') from None
 
 
 def image_callback(on_image: Callable, cam: CameraStream, compressed: bool) -> Callable:
