@@ -85,6 +85,19 @@ def test_torch_resampler_equals_pillow(hw, size, device):
     np.testing.assert_array_equal(_as_uint8(frame.cpu()), ref)
 
 
+@pytest.mark.parametrize('device', DEVICES)
+def test_frames_in_a_row_each_keep_their_own_pixels(device):
+    """On CUDA the upload buffer is reused: a frame must not see the next one's pixels."""
+    rng = np.random.default_rng(11)
+    frames = [rng.integers(0, 256, (48, 64, 3), dtype=np.uint8) for _ in range(4)]
+    want = [pp.preprocess_frame(f, 'cpu', 56, method='torch')[0] for f in frames]
+    got = [pp.preprocess_frame(f, device, 56, method='torch')[0] for f in frames]
+    for frame in frames:
+        frame[:] = 0  # the caller's arrays change after the call: nothing may follow them
+    for g, w in zip(got, want):
+        assert torch.equal(g.cpu(), w)
+
+
 def test_grey_and_tensor_frames():
     rng = np.random.default_rng(7)
     grey = rng.integers(0, 256, (30, 60), dtype=np.uint8)

@@ -34,6 +34,7 @@ import importlib.metadata
 import io
 import math
 from pathlib import Path
+import threading
 from typing import Iterator, List, Optional, Sequence, Tuple, Union
 import warnings
 
@@ -350,13 +351,58 @@ def _check_frame(rgb: Union[np.ndarray, torch.Tensor]) -> Union[np.ndarray, torc
     return rgb
 
 
+class _PinnedUpload:
+    """
+    A reused page-locked buffer per frame shape, so a live frame goes up asynchronously.
+
+    From pageable memory ``.to('cuda')`` waits for a staged copy (a 640x480 frame: a few
+    tenths of a millisecond of the worker's step, holding up the kernels behind it). The
+    frame is copied into the buffer on the host instead and uploaded without waiting; an
+    event recorded after the upload guards the buffer until the device has read it.
+    Bounded: at most ``MAX_SHAPES`` buffers, the oldest dropped first.
+    """
+
+    MAX_SHAPES = 4
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._buffers: dict = {}  # (shape, device) -> [pinned tensor, event or None]
+
+    def __call__(self, frame: np.ndarray, device: torch.device) -> torch.Tensor:
+        key = (tuple(frame.shape), str(device))
+        with self._lock:
+            entry = self._buffers.pop(key, None)
+            if entry is None:
+                while len(self._buffers) >= self.MAX_SHAPES:
+                    self._buffers.pop(next(iter(self._buffers)))
+                entry = [torch.empty(frame.shape, dtype=torch.uint8, pin_memory=True), None]
+            self._buffers[key] = entry  # the most recently used last
+            buf, uploaded = entry
+            if uploaded is not None:
+                uploaded.synchronize()  # the previous frame's upload has left the buffer
+            np.copyto(buf.numpy(), frame)
+            out = buf.to(device, non_blocking=True)
+            entry[1] = torch.cuda.Event()
+            entry[1].record(torch.cuda.current_stream(device))
+            return out
+
+
+_UPLOAD = _PinnedUpload()
+
+
 def _to_device(frame: Union[np.ndarray, torch.Tensor], device: torch.device) -> torch.Tensor:
     """Return ``frame`` as an ``[H, W, 3]`` float64 tensor on ``device`` (never written to)."""
+    if isinstance(frame, np.ndarray) and device.type == 'cuda':
+        return _widened(_UPLOAD(frame, device))
     if isinstance(frame, np.ndarray):
         with warnings.catch_warnings():  # read-only buffers (ROS messages, PIL) are fine here
             warnings.simplefilter('ignore', UserWarning)
             frame = torch.from_numpy(frame)
-    x = frame.to(device, non_blocking=True).double()
+    return _widened(frame.to(device, non_blocking=True))
+
+
+def _widened(x: torch.Tensor) -> torch.Tensor:
+    x = x.double()
     return x.expand(-1, -1, 3) if x.shape[2] == 1 else x
 
 
