@@ -6,6 +6,8 @@
 # install line of ../shared/device/README.md; OUT is the folder the results go to.
 # Usage: benchmarks/live_h200.sh [FRAMES_15HZ] [STEPS...]
 #   steps: dds prepare 15 rclpy 30 two soak restart outputs30
+#   dds: DDS alone, the package's transport profile (DDS_TRANSPORTS="--transport default ..."
+#   for others): what arrives and the stamp-to-callback floor
 #   outputs30: 30 Hz three times, all outputs; without the map and the path; the pose alone
 #   (odometry, TF, camera_info): what each group of outputs costs the step and its p99
 #   restart: a random-weight checkpoint file of the structure (untimed), then the node started
@@ -39,6 +41,7 @@ for step in $STEPS; do
     dds) echo "=== dds ($(date +%T))"
          for r in 15 30; do
            timeout 200 $PY benchmarks/dds_images.py --source "$SOURCE" --rate $r --frames $((r * 10)) \
+               ${DDS_TRANSPORTS:---transport package} \
                | tee -a "$OUT/logs/dds_images.txt"
          done ;;
     prepare) for pass in ${PREPARE_PASSES:-first}; do
