@@ -56,8 +56,9 @@ def _steps(args: argparse.Namespace, device: torch.device, autocast) -> None:
     model = _timed(device, 'build on meta', lambda: ck._build_meta(cfg))
     _timed(device, 'check keys and shapes',
            lambda: ck.check_state_dict(state, model, args.checkpoint))
+    matmul = ck.matmul_parameters(model)
     placed = _timed(device, 'place (move, cast)', lambda: {
-        k: ck._placed(v, ck.storage_dtype(k, torch.float32, autocast, None), device)
+        k: ck._placed(v, ck.storage_dtype(k, torch.float32, autocast, None, k in matmul), device)
         for k, v in state.items()})
     _timed(device, 'load_state_dict (assign)',
            lambda: model.load_state_dict(placed, strict=True, assign=True))

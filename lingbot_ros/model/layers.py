@@ -29,6 +29,9 @@ import torch
 from torch import nn
 import torch.nn.functional as F
 
+# the layers autocast runs in its low precision: their weights may be stored in it
+MATMUL_MODULES = (nn.Linear, nn.Conv2d, nn.ConvTranspose2d)
+
 Rotate = Callable[[torch.Tensor], torch.Tensor]
 Attend = Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
 

@@ -33,6 +33,7 @@ from .cached_attention import CachedAttention
 from .camera_head import CameraHead
 from .config import ModelConfig, SPECIAL_TOKENS
 from .depth_head import DepthHead
+from .layers import MATMUL_MODULES
 
 AUTOCAST_DTYPES = (None, torch.bfloat16, torch.float16)
 
@@ -70,14 +71,21 @@ class LingBotMap(nn.Module):
         """
         Run the aggregator under autocast in ``dtype`` (None: fp32), as the reference GPU demo.
 
-        The aggregator's weights are cast to ``dtype`` (LayerNorms still compute in fp32
-        under autocast); the heads stay fp32 and always run with autocast off. Casting
-        down is lossy: going back to None afterwards keeps the rounded weights.
+        The aggregator's linear and convolution weights are cast to ``dtype``; its other
+        parameters stay float32 (``checkpoint.storage_dtype`` says why). The heads stay
+        fp32 and always run with autocast off. Casting down is lossy: going back to None
+        afterwards keeps the rounded weights.
         """
         if dtype not in AUTOCAST_DTYPES:
             raise ValueError(f'autocast_dtype={dtype!r} is invalid: expected one of '
                              f'{AUTOCAST_DTYPES}')
-        self.aggregator.to(dtype or torch.float32)
+        for module in self.aggregator.modules():
+            low = isinstance(module, MATMUL_MODULES) and dtype is not None
+            for name, param in list(module.named_parameters(recurse=False)):
+                want = dtype if low else torch.float32
+                if param.dtype != want:
+                    module._parameters[name] = nn.Parameter(param.detach().to(want),
+                                                            requires_grad=param.requires_grad)
         self.aggregator.init_buffers()
         self.autocast_dtype = dtype
         return self

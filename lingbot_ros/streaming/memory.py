@@ -43,7 +43,7 @@ from typing import Optional, Tuple
 from lingbot_ros.cache.backends import (is_fp8, resolve_backend, WORKSPACE_BYTES,
                                         WRAPPER_INT_WORKSPACE_BYTES)
 from lingbot_ros.cache.layout import aggregator_layout, camera_head_layout, StreamLayout
-from lingbot_ros.model.checkpoint import _build_meta, storage_dtype
+from lingbot_ros.model.checkpoint import _build_meta, matmul_parameters, storage_dtype
 from lingbot_ros.model.config import ModelConfig, SPECIAL_TOKENS
 from lingbot_ros.streaming.config import EngineConfig, StreamConfig
 from lingbot_ros.streaming.engine import _DTYPES, head_storage_dtype, kv_storage_dtype
@@ -162,7 +162,9 @@ def weight_bytes(mc: ModelConfig, dtype: torch.dtype, autocast_dtype: Optional[t
     heads: ``head_dtype``, each falling back to ``dtype``) + the fp32 buffers.
     """
     model = _build_meta(mc)
-    total = sum(p.numel() * _size(storage_dtype(n, dtype, autocast_dtype, head_dtype))
+    matmul = matmul_parameters(model)
+    total = sum(p.numel() * _size(storage_dtype(n, dtype, autocast_dtype, head_dtype,
+                                                n in matmul))
                 for n, p in model.named_parameters())
     return total + sum(b.numel() * _size(torch.float32) for b in model.buffers())
 
