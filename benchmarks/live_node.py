@@ -23,7 +23,9 @@ per processed frame) and to its last message of a frame (``points`` when publish
 ``camera_info``) and to ``/diagnostics``. Per block of ``--block`` frames of each camera (by
 stamp, after ``--warmup``) it reports the frames the counter saw, those processed, the
 end-to-end latency from the image stamp to the pose and to the frame's last message
-(p50 / p99), the node's step p50 / p99 and device memory from ``/diagnostics``; at the end
+(p50 / p99), the node's step p50 / p99 and device memory from ``/diagnostics``, and the
+image stamp to this process's own callback (what DDS and rclpy cost any subscriber in the same
+run: the floor of the node's ``arrival`` stage); at the end
 the node's own received / lost / dropped totals against the counter's. Writes
 ``PREFIX.json`` and ``PREFIX.txt``; asserts nothing. A second process subscribes like an
 RViz beside the robot to depth, camera_info, path and the map (the node builds those only
@@ -66,6 +68,7 @@ class CameraRecord:
     name: str
     topic: str
     stamps: list = field(default_factory=list)        # input stamps seen by the counter
+    image_at: dict = field(default_factory=dict)      # stamp -> receive time of the image here
     pose_at: dict = field(default_factory=dict)       # stamp -> receive time of the pose
     last_at: dict = field(default_factory=dict)       # stamp -> receive time of the last msg
     diag: list = field(default_factory=list)          # (time, {key: value}) snapshots
@@ -133,6 +136,9 @@ def block_rows(record: CameraRecord, warmup: int, block: int, node_diag: list) -
             break
         pose_ms = [(record.pose_at[s] - s) / 1e6 for s in part if s in record.pose_at]
         last_ms = [(record.last_at[s] - s) / 1e6 for s in part if s in record.last_at]
+        # the same image's stamp to this process's own (bare rclpy) callback: what DDS and
+        # rclpy cost any subscriber in this run, the floor of the node's arrival stage
+        here_ms = [(record.image_at[s] - s) / 1e6 for s in part if s in record.image_at]
         end = max(record.pose_at.get(s, 0) for s in part) or part[-1]
         d = _diag_near(record.diag, end / 1e9)
         n = _diag_near(node_diag, end / 1e9)
@@ -140,6 +146,7 @@ def block_rows(record: CameraRecord, warmup: int, block: int, node_diag: list) -
             'first_frame': warmup + i, 'frames': len(part), 'processed': len(pose_ms),
             'pose_ms_p50': _pct(pose_ms, 50), 'pose_ms_p99': _pct(pose_ms, 99),
             'last_msg_ms_p50': _pct(last_ms, 50), 'last_msg_ms_p99': _pct(last_ms, 99),
+            'counter_arrival_ms_p50': _pct(here_ms, 50),
             'step_ms_p50': _num(d.get('step_ms_p50')), 'step_ms_p99': _num(d.get('step_ms_p99')),
             'model_ms_p50': _num(d.get('model_ms_p50')),
             'queue_wait_ms_p50': _num(d.get('queue_wait_ms_p50')),
@@ -208,7 +215,10 @@ class Counter:
 
     def _on_image(self, rec: CameraRecord):
         def cb(msg: Any) -> None:
-            rec.stamps.append(self._stamp(msg))
+            now = time.time_ns()
+            stamp = self._stamp(msg)
+            rec.stamps.append(stamp)
+            rec.image_at.setdefault(stamp, now)
         return cb
 
     def _on_output(self, into: dict):
@@ -437,7 +447,8 @@ def text_report(report: dict) -> str:
             stages = b.get('stage_ms_p50') or {}
             if any(v is not None for v in stages.values()):
                 out.append('         stages p50 ms: ' + ', '.join(
-                    f'{k} {_fmt(v)}' for k, v in stages.items()))
+                    f'{k} {_fmt(v)}' for k, v in stages.items()) +
+                    f"; the counter's own arrival {_fmt(b.get('counter_arrival_ms_p50'))}")
             if b.get('publish_ms_p50_by_output'):
                 out.append(f"         publish p50 ms: {b['publish_ms_p50_by_output']}; "
                            f"p99: {b['publish_ms_p99_by_output']}")
