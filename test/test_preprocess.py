@@ -98,6 +98,23 @@ def test_frames_in_a_row_each_keep_their_own_pixels(device):
         assert torch.equal(g.cpu(), w)
 
 
+def test_frames_go_up_the_plain_way_where_memory_cannot_be_pinned(monkeypatch):
+    """A container's locked-memory limit must not cost a frame: pinning is tried once."""
+    real, tries = torch.empty, []
+
+    def empty(*args, **kwargs):
+        if kwargs.get('pin_memory'):
+            tries.append(1)
+            raise RuntimeError('CUDA error: out of memory (cudaHostAlloc)')
+        return real(*args, **kwargs)
+    monkeypatch.setattr(torch, 'empty', empty)
+    upload = pp._PinnedUpload()
+    frame = np.arange(48 * 64 * 3, dtype=np.uint8).reshape(48, 64, 3)
+    for _ in range(2):
+        assert torch.equal(upload(frame, torch.device('cpu')), torch.from_numpy(frame))
+    assert tries == [1] and 'cudaHostAlloc' in upload.unavailable
+
+
 def test_grey_and_tensor_frames():
     rng = np.random.default_rng(7)
     grey = rng.integers(0, 256, (30, 60), dtype=np.uint8)

@@ -359,7 +359,8 @@ class _PinnedUpload:
     tenths of a millisecond of the worker's step, holding up the kernels behind it). The
     frame is copied into the buffer on the host instead and uploaded without waiting; an
     event recorded after the upload guards the buffer until the device has read it.
-    Bounded: at most ``MAX_SHAPES`` buffers, the oldest dropped first.
+    Bounded: at most ``MAX_SHAPES`` buffers, the oldest dropped first. Where page-locked
+    memory cannot be had (a container's locked-memory limit), frames go up the plain way.
     """
 
     MAX_SHAPES = 4
@@ -367,15 +368,24 @@ class _PinnedUpload:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._buffers: dict = {}  # (shape, device) -> [pinned tensor, event or None]
+        self.unavailable: Optional[str] = None  # why pinning failed, once it has
 
     def __call__(self, frame: np.ndarray, device: torch.device) -> torch.Tensor:
         key = (tuple(frame.shape), str(device))
         with self._lock:
             entry = self._buffers.pop(key, None)
-            if entry is None:
+            if entry is None and self.unavailable is None:
                 while len(self._buffers) >= self.MAX_SHAPES:
                     self._buffers.pop(next(iter(self._buffers)))
-                entry = [torch.empty(frame.shape, dtype=torch.uint8, pin_memory=True), None]
+                try:
+                    entry = [torch.empty(frame.shape, dtype=torch.uint8, pin_memory=True),
+                             None]
+                except RuntimeError as exc:
+                    self.unavailable = str(exc).splitlines()[0] if str(exc) else repr(exc)
+            if entry is None:
+                with warnings.catch_warnings():  # read-only buffers (ROS messages) are fine
+                    warnings.simplefilter('ignore', UserWarning)
+                    return torch.from_numpy(frame).to(device)
             self._buffers[key] = entry  # the most recently used last
             buf, uploaded = entry
             if uploaded is not None:
