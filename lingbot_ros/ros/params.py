@@ -102,8 +102,9 @@ SPECS: tuple[Spec, ...] = (
          'parts that run side by side, so one frame fills the GPU (0: chosen from the frame '
          'size and the GPU: 4 for the release model on an H200).', read_only=True,
          low=0, high=16),
-    Spec('weights_dtype', 'auto', "How weights are stored. 'auto': the aggregator in dtype, "
-         "the heads in float32 (as released); 'compute': the heads in dtype too (they still "
+    Spec('weights_dtype', 'auto', "How weights are stored. 'auto': the aggregator's linear "
+         'and convolution weights in dtype (its norms, scales and tokens in float32), the '
+         "heads in float32 (as released); 'compute': the heads in dtype too (they still "
          'compute in float32; about 0.34 GiB less for the release model).', read_only=True,
          choices=('auto', 'compute')),
     Spec('kv_cache_dtype', 'auto', "Aggregator KV cache storage. 'auto': the compute dtype; "
