@@ -400,8 +400,8 @@ def load_model(cfg: ModelConfig, checkpoint: Optional[PathLike] = None,
 
     ``dtype`` is the storage dtype of the weights (fp32 as released); ``autocast_dtype``
     (None, bf16, fp16) stores the aggregator's linear and convolution weights in that
-    dtype (its other parameters in float32) and runs it under autocast, as the reference
-    GPU demo does. ``head_dtype`` (None: ``dtype``) stores the camera
+    dtype (its other parameters in float32) and runs it under autocast, as the reference's
+    GPU demo runs it. ``head_dtype`` (None: ``dtype``) stores the camera
     and depth heads' weights in that dtype; they still compute in float32
     (:func:`compute_in_float32`).
 

@@ -26,11 +26,11 @@ is never handed over again; the spinning thread instead sleeps on a condition (t
 released) until a pool thread picks work up. A coroutine task suspended on a future (the
 ``~/reset`` service waiting for the worker) is resumed at most every ``RESUME_S``.
 
-Callback groups named ``inline`` (the node's image callbacks, which only convert and
-enqueue) run in the spinning thread itself, as a single-threaded executor runs them: an
+The callback groups passed as ``inline`` (the node's image callbacks, which only convert
+and enqueue) run in the spinning thread itself, as a single-threaded executor runs them: an
 image then waits for no pool thread to wake and take the GIL, and the spinning thread does
-not turn its wait set once more for a sample still untaken (about 1 ms of the 1.8 ms from
-image stamp to callback measured on the H200 went there).
+not turn its wait set once more for a sample still untaken. (Image stamp to callback was
+1.8 ms p50 on the H200 before; what this saves of it is still to be measured there.)
 """
 
 from __future__ import annotations

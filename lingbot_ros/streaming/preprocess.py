@@ -383,9 +383,7 @@ class _PinnedUpload:
                 except RuntimeError as exc:
                     self.unavailable = str(exc).splitlines()[0] if str(exc) else repr(exc)
             if entry is None:
-                with warnings.catch_warnings():  # read-only buffers (ROS messages) are fine
-                    warnings.simplefilter('ignore', UserWarning)
-                    return torch.from_numpy(frame).to(device)
+                return _from_numpy(frame).to(device)
             self._buffers[key] = entry  # the most recently used last
             buf, uploaded = entry
             if uploaded is not None:
@@ -405,10 +403,14 @@ def _to_device(frame: Union[np.ndarray, torch.Tensor], device: torch.device) -> 
     if isinstance(frame, np.ndarray) and device.type == 'cuda':
         return _widened(_UPLOAD(frame, device))
     if isinstance(frame, np.ndarray):
-        with warnings.catch_warnings():  # read-only buffers (ROS messages, PIL) are fine here
-            warnings.simplefilter('ignore', UserWarning)
-            frame = torch.from_numpy(frame)
+        frame = _from_numpy(frame)
     return _widened(frame.to(device, non_blocking=True))
+
+
+def _from_numpy(frame: np.ndarray) -> torch.Tensor:
+    with warnings.catch_warnings():  # read-only buffers (ROS messages, PIL) are fine here
+        warnings.simplefilter('ignore', UserWarning)
+        return torch.from_numpy(frame)
 
 
 def _widened(x: torch.Tensor) -> torch.Tensor:
