@@ -14,6 +14,8 @@
 
 """Diagnostics levels and fields from counters and cache statistics, without DDS."""
 
+from dataclasses import replace
+
 from builtin_interfaces.msg import Time
 from lingbot_ros.cache.stats import CacheStats
 from lingbot_ros.ros import diagnostics
@@ -21,6 +23,7 @@ from lingbot_ros.ros.camera import CameraStream
 from lingbot_ros.ros.counters import Stage
 from lingbot_ros.ros.params import parse
 from lingbot_ros.ros.probe import status_of
+from lingbot_ros.streaming.device_memory import DeviceMemory
 
 DIAG = parse({'stall_error_s': 2.0, 'drop_rate_warn': 0.25, 'pool_use_warn': 0.8}).diag
 INFO = diagnostics.NodeInfo(hardware_id='cpu', state='active', model='/w.pt', device='cpu',
@@ -88,10 +91,19 @@ def test_node_status_levels():
     warn = diagnostics.node_status(rnd, [])
     assert warn.level == diagnostics.WARN and 'random weights' in warn.message
     assert 'FlashInfer' in warn.message
-    full = diagnostics.NodeInfo(hardware_id='cuda:0', device_memory_use=0.97)
-    assert diagnostics.node_status(full, [], DIAG).level == diagnostics.WARN
-    assert 'GPU memory 97% in use' in diagnostics.node_status(full, [], DIAG).message
-    roomy = diagnostics.NodeInfo(hardware_id='cuda:0', device_memory_use=0.5)
-    assert diagnostics.node_status(roomy, [], DIAG).level == diagnostics.OK
+    gpu = diagnostics.NodeInfo(hardware_id='cuda:0')
+    full = DeviceMemory(allocated=3 * 2**30, reserved=4 * 2**30, used_fraction=0.97,
+                        capacity=80 * 2**30)
+    status = diagnostics.node_status(gpu, [], DIAG, full)
+    assert status.level == diagnostics.WARN and 'GPU memory 97% in use' in status.message
+    values = {kv.key: kv.value for kv in status.values}
+    assert values['gpu_memory'] == '3072.0 MB allocated, 4096.0 MB reserved'
+    assert values['gpu_memory_use'] == '0.970'
+    roomy = replace(full, used_fraction=0.5)
+    assert diagnostics.node_status(gpu, [], DIAG, roomy).level == diagnostics.OK
+    # an estimate above what the model's process may use is a warning
+    short = replace(gpu, memory_estimate_bytes=90 * 2**30)
+    assert 'exceeds' in diagnostics.node_status(short, [], DIAG, roomy).message
+    assert diagnostics.node_status(short, [], DIAG, None).level == diagnostics.OK
     bad = diagnostics.node_status(diagnostics.NodeInfo(hardware_id='none', error='x: y'), [])
     assert bad.level == diagnostics.ERROR and bad.message == 'x: y'

@@ -17,7 +17,8 @@ lingbot_node over DDS, in its own process: poses, diagnostics, services, bad inp
 
 Three node processes run the tiny random-weight model on a small grid: raw input, raw
 input in every advertised encoding (cv_bridge on where installed), and compressed input
-on a remapped base topic; this process publishes images and reads what comes back. DDS
+on a remapped base topic with the model in a process of its own (``model_process``);
+this process publishes images and reads what comes back. DDS
 stays on loopback in a domain of its own. Optional pieces (tf2_ros) are checked where
 they are installed and their absence is checked where they are not.
 """
@@ -95,8 +96,10 @@ def rig(tmp_path_factory):
     logs = {n: open(tmp / f'{n}.log', 'w+') for n in (RAW, COMP, ENC)}
     procs = {RAW: _start(RAW, extra, ['-p', "camera_topics:=['/dds/image']"], logs[RAW]),
              # the default input 'image', remapped, with image_transport's /compressed
+             # ... and its model in a process of its own
              COMP: _start(COMP, extra, ['-r', 'image:=/dds/cam',
-                                        '-p', 'input_transport:=compressed'], logs[COMP]),
+                                        '-p', 'input_transport:=compressed',
+                                        '-p', 'model_process:=true'], logs[COMP]),
              ENC: _start(ENC, extra, ['-p', "camera_topics:=['/dds/enc']",
                                       '-p', 'use_cv_bridge:=true', '-p', 'publish_tf:=false',
                                       '-p', 'publish_points:=false',
@@ -466,3 +469,25 @@ def test_input_without_progress_is_an_error(rig):
     assert probe.spin_until(lambda: _stamp(rig['poses'][-1]) == 8_000_000_000, 30)
     level, _, _ = _camera(rig, RAW, after=True)
     assert level != 2 and _alive(rig)
+
+
+def test_the_model_process_reports_its_round_trip_and_ends_with_the_node_on_ctrl_c(rig):
+    """Last in this file: it stops the compressed-input node, as a terminal's Ctrl-C does."""
+    line = next(line for line in _log(rig, COMP) if 'model process: pid' in line)
+    child = int(line.rsplit('pid', 1)[1].split()[0])
+    os.kill(child, 0)  # it runs
+    _, _, v = _camera(rig, COMP, after=True)
+    assert float(v['transport_ms_p50']) >= 0.0  # the frames above crossed it
+    node = rig['procs'][COMP]
+    os.killpg(node.pid, signal.SIGINT)
+    assert node.wait(30) == 0
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            os.kill(child, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.1)
+    else:
+        pytest.fail(f'the model process {child} outlived its node')
+    assert any('model process ended (exit status 0)' in line for line in _log(rig, COMP))

@@ -38,6 +38,7 @@ from lingbot_ros.ros.camera import CameraStream
 from lingbot_ros.ros.counters import Stage
 from lingbot_ros.ros.params import DiagParams
 from lingbot_ros.ros.reasons import Rejection
+from lingbot_ros.streaming.device_memory import DeviceMemory
 
 OK, WARN, ERROR = DiagnosticStatus.OK, DiagnosticStatus.WARN, DiagnosticStatus.ERROR
 NODE_STATUS = '{}: node'
@@ -59,7 +60,6 @@ class NodeInfo:
     backend: str = ''
     cuda_graphs: str = ''
     torch_compile: str = ''
-    device_memory_use: Optional[float] = None   # fraction of the GPU's memory in use
     fallbacks: list = field(default_factory=list)
     missing: list = field(default_factory=list)
     converter: str = ''
@@ -82,7 +82,7 @@ class NodeInfo:
         """Forget what described the model and device (after cleanup): its WARNs go too."""
         self.hardware_id, self.model, self.random_weights = 'none', 'not loaded', False
         self.device = self.dtype = self.backend = self.cuda_graphs = self.torch_compile = ''
-        self.device_memory_use, self.memory_estimate_bytes = None, None
+        self.memory_estimate_bytes = None
         self.memory_estimate = 'n/a'
         self.fallbacks, self.converter_notes = [], []
         self.checkpoint_file = self.checkpoint_sha256 = 'none'
@@ -106,46 +106,22 @@ def _kv(pairs: list) -> list:
     return [KeyValue(key=k, value=str(v)) for k, v in pairs]
 
 
-def gpu_memory(device: Any = None) -> str:
-    """Return allocated / reserved CUDA memory of the engine's device in MB, or why none."""
-    if device is None:
+def gpu_memory(memory: Optional[DeviceMemory]) -> str:
+    """Return allocated / reserved CUDA memory of the model's process in MB, or why none."""
+    if memory is None:
         return 'n/a (not running on a CUDA device)'
-    try:
-        import torch
-        return (f'{torch.cuda.memory_allocated(device) / MB:.1f} MB allocated, '
-                f'{torch.cuda.memory_reserved(device) / MB:.1f} MB reserved')
-    except Exception as exc:  # noqa: BLE001 (diagnostics must not fail)
-        return f'n/a ({exc})'
-
-
-def device_memory_use(device: Any) -> Optional[float]:
-    """Return the fraction of ``device``'s memory in use (all processes), or None."""
-    try:
-        import torch
-        free, total = torch.cuda.mem_get_info(device)
-        return 1.0 - free / total
-    except Exception:  # noqa: BLE001 (diagnostics must not fail)
-        return None
-
-
-def device_capacity(device: Any) -> Optional[int]:
-    """Return the bytes this process may use on ``device`` (its memory fraction), or None."""
-    if device is None:
-        return None
-    try:
-        import torch
-        total = torch.cuda.get_device_properties(device).total_memory
-        fraction = getattr(torch.cuda, 'get_per_process_memory_fraction', None)
-        return int(total * (fraction(device) if fraction else 1.0))
-    except Exception:  # noqa: BLE001 (diagnostics must not fail)
-        return None
+    return memory.describe()
 
 
 def node_status(info: NodeInfo, cameras: list, diag: Optional[DiagParams] = None,
-                device: Any = None) -> DiagnosticStatus:
-    """Summarise the model, the device and what is missing; level says what to act on."""
+                memory: Optional[DeviceMemory] = None) -> DiagnosticStatus:
+    """
+    Summarise the model, the device and what is missing; level says what to act on.
+
+    ``memory``: the device's memory as read where the model runs (None: no CUDA device).
+    """
     level, problems = OK, []
-    use = info.device_memory_use
+    use = memory.used_fraction if memory is not None else None
     if info.error:
         level, problems = ERROR, [info.error]
     else:
@@ -158,7 +134,7 @@ def node_status(info: NodeInfo, cameras: list, diag: Optional[DiagParams] = None
         if info.fallbacks:
             level = WARN
             problems.extend(info.fallbacks)
-        capacity = device_capacity(device)
+        capacity = memory.capacity if memory is not None else None
         need = info.memory_estimate_bytes
         if need is not None and capacity is not None and need > capacity:
             level = WARN
@@ -184,7 +160,7 @@ def node_status(info: NodeInfo, cameras: list, diag: Optional[DiagParams] = None
               ('dtype', info.dtype), ('attention_backend', info.backend),
               ('cuda_graphs', info.cuda_graphs or 'n/a'),
               ('torch_compile', info.torch_compile or 'n/a'),
-              ('gpu_memory', gpu_memory(device)),
+              ('gpu_memory', gpu_memory(memory)),
               ('gpu_memory_use', 'n/a' if use is None else f'{use:.3f}'),
               ('memory_estimate', info.memory_estimate),
               ('missing_optional', ', '.join(info.missing) or 'none'),
@@ -301,18 +277,19 @@ def _camera_status(cam: CameraStream, info: NodeInfo, diag: DiagParams,
 
 
 def build(info: NodeInfo, cameras: list, diag: DiagParams, stamp,
-          now: Optional[float] = None, device: Any = None,
+          now: Optional[float] = None, memory: Optional[DeviceMemory] = None,
           maps: Optional[dict] = None) -> DiagnosticArray:
     """
     Assemble the array published on /diagnostics.
 
-    ``device``: the engine's CUDA device; ``maps``: camera index -> its accumulated map's
-    counters (read from the map thread and handed in, not stored on the camera).
+    ``memory``: the device's memory where the model runs; ``maps``: camera index -> its
+    accumulated map's counters (read from the map thread and handed in, not stored on
+    the camera).
     """
     now = time.monotonic() if now is None else now
     msg = DiagnosticArray()
     msg.header.stamp = stamp
-    msg.status = [node_status(info, cameras, diag, device)]
+    msg.status = [node_status(info, cameras, diag, memory)]
     maps = maps or {}
     msg.status += [camera_status(c, info, diag, now, maps.get(c.index)) for c in cameras]
     return msg

@@ -321,13 +321,22 @@ class LingbotNode(LifecycleNode):
         except (ParamError, ConfigError) as exc:
             return self._fail(f'invalid parameters: {exc}')
         phases.mark('parameters')
-        import torch
-        from lingbot_ros.streaming.engine import Engine
-        phases.mark('import torch')
+        launch = None
         try:
+            if params.model.model_process:  # it imports torch while this process does
+                from lingbot_ros.streaming.engine_process import Launch
+                launch = Launch(max_image_bytes=3 * params.inputs.max_input_pixels)
+            import torch
+            from lingbot_ros.streaming.engine import Engine
+            phases.mark('import torch')
             engine_cfg = engine_config(params, torch.cuda.is_available())
             self._log_memory_need(engine_cfg, stream_cfg, len(params.inputs.camera_topics))
-            engine = Engine.load(engine_cfg, progress=self._configure_progress)
+            if launch is not None:
+                engine, launch = launch.load(engine_cfg, self._configure_progress), None
+                log.info(f'model process: pid {engine.pid}')
+            else:
+                engine = Engine.load(engine_cfg, progress=self._configure_progress)
+            self.engine = engine  # released by cleanup, or below if configure fails
             phases.mark('model', getattr(engine, 'load_phases', None))
             if engine.compiled_blocks:
                 self._compile_ahead(engine, stream_cfg)
@@ -336,10 +345,13 @@ class LingbotNode(LifecycleNode):
             sessions = [engine.new_session(n, stream_cfg) for n in names]
             phases.mark('sessions')
         except Exception as exc:  # noqa: BLE001 (EngineError, ConfigError, OSError ...)
+            if launch is not None:
+                launch.abandon()
+            self._close_engine()
             text = str(exc).strip().splitlines()[0] if str(exc).strip() else ''
             return self._fail(f'cannot load the model: {type(exc).__name__}: {text}'
                               if not _is_ours(exc) else f'cannot load the model: {text}')
-        self.engine, self.params, self._stream_cfg = engine, params, stream_cfg
+        self.params, self._stream_cfg = params, stream_cfg
         self._follow_map_switches()
         self.cameras = [CameraStream(i, n, self._input_topic(t, params), s,
                                      params.diag.stats_window)
@@ -460,7 +472,7 @@ class LingbotNode(LifecycleNode):
             info.fallbacks.append('device auto: no CUDA device, running on the CPU')
         if 'tf2_ros' in info.missing and self.params.outputs.publish_tf:
             info.fallbacks.append('tf2_ros not installed: TF not published')
-        info.hardware_id = _hardware_id(engine.device)
+        info.hardware_id = engine.hardware_id
 
     def on_activate(self, state: LifecycleState) -> TransitionCallbackReturn:
         p = self.params
@@ -550,7 +562,8 @@ class LingbotNode(LifecycleNode):
             self._maps = None
         if self._worker is None or not self._worker.alive:
             self._destroy_retired()
-            self.cameras, self._worker, self._queue, self.engine = [], None, None, None
+            self.cameras, self._worker, self._queue = [], None, None
+            self._close_engine()
         self.params = None
         gc.unfreeze()  # what configure froze can be collected again
         gc.collect()
@@ -561,6 +574,14 @@ class LingbotNode(LifecycleNode):
         except Exception:  # noqa: BLE001,S110 (best effort)
             pass
         self.info.unload()
+
+    def _close_engine(self) -> None:
+        """Drop the engine; a model process is asked to leave (and made to, if it must)."""
+        engine, self.engine = self.engine, None
+        close = getattr(engine, 'close', None)  # EngineProcess; an Engine goes with its refs
+        if close is not None:
+            code = close()
+            self.get_logger().info(f'model process ended (exit status {code})')
 
     def on_shutdown(self, state: LifecycleState) -> TransitionCallbackReturn:
         self._release()
@@ -610,15 +631,16 @@ class LingbotNode(LifecycleNode):
         if worker is not None and self.info.state == NodeState.ACTIVE and not worker.alive:
             self.info.error = 'the worker thread stopped'
         self._destroy_retired()
-        device = None
+        memory = None
         if engine is not None and engine.checkpoint is not None:
             self._follow_digest(engine.checkpoint.digest)
         if engine is not None:
             self.info.cuda_graphs = engine.graph_status
             self.info.torch_compile = engine.compile_status
-            if engine.device.type == 'cuda':
-                device = engine.device
-                self.info.device_memory_use = diagnostics.device_memory_use(device)
+            memory = engine.device_memory()
+            lost = getattr(engine, 'lost', None)  # a model process that ended
+            if lost is not None and self.info.state == NodeState.ACTIVE:
+                self.info.error = f'the model process ended ({lost})'
         if self._converter is not None:
             self.info.converter = self._converter.backend
             self.info.converter_notes = self._converter.notes
@@ -626,7 +648,7 @@ class LingbotNode(LifecycleNode):
         counters = {c.index: maps.counters(c.index) for c in cameras} \
             if maps is not None and params is not None and params.outputs.publish_map else {}
         msg = diagnostics.build(self.info, cameras, diag, self.get_clock().now().to_msg(),
-                                device=device, maps=counters)
+                                memory=memory, maps=counters)
         self._diag_pub.publish(msg)
 
     @property
@@ -677,16 +699,6 @@ def _cpu_fallback_text(torch: Any) -> str:
     return ('device auto: no CUDA device is visible (torch ' + torch.__version__ + ' is '
             f'{build}); running on the CPU, which takes seconds per frame. Set device: cpu '
             'to silence this, or check the driver and CUDA_VISIBLE_DEVICES.')
-
-
-def _hardware_id(device: Any) -> str:
-    if getattr(device, 'type', '') == 'cuda':
-        try:
-            import torch
-            return f'{device} {torch.cuda.get_device_name(device)}'
-        except Exception:  # noqa: BLE001
-            return str(device)
-    return str(device)
 
 
 if __name__ == '__main__':

@@ -117,6 +117,12 @@ SPECS: tuple[Spec, ...] = (
     Spec('expandable_segments', False, "PyTorch CUDA allocator's expandable segments: memory "
          'one phase frees is usable by the next instead of stranded in half-used blocks '
          '(what lets window 48 capture its graphs under 8 GiB).', read_only=True),
+    Spec('model_process', False, 'Run the model in a process of its own, frames handed over '
+         "in shared memory: the node's other threads (image intake, messages, the map) then "
+         "never hold the GIL the model's Python needs between its GPU launches (at a 30 Hz "
+         'camera in one process a step took 49-55 ms for a 43-45 ms model call on the '
+         "H200). Costs one round trip a frame (/diagnostics: the 'transport' stage).",
+         read_only=True),
     Spec('image_size', 518, 'Model input width in pixels (a multiple of the 14 px patch); '
          'the height follows the camera aspect ratio.', read_only=True, low=28, high=1036,
          check=lambda v: v % 14 == 0, rule='a multiple of 14 in [28, 1036]'),
@@ -265,6 +271,7 @@ class ModelParams:
     kv_cache_dtype: str
     depth_chunk_frames: int
     expandable_segments: bool
+    model_process: bool
 
 
 @dataclass(frozen=True)

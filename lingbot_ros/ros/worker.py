@@ -314,7 +314,8 @@ class Worker:
             self._reject(cam, Rejection.ERROR, f'{type(exc).__name__}: {exc}', Level.ERROR)
             return
         now = time.monotonic()
-        cam.counters.on_stepped(now, (now - t0) * 1e3, _stages(results, waited_ms))
+        step_ms = (now - t0) * 1e3
+        cam.counters.on_stepped(now, step_ms, _stages(results, waited_ms, step_ms))
         cam.counters.set_buffered(0 if results else cam.counters.buffered + 1)
         if results:
             self._follow_map(cam, results[0].map_epoch)
@@ -382,13 +383,21 @@ class Worker:
         self.sink.report(cam, reason, text, level)
 
 
-def _stages(results: list, waited_ms: Optional[float]) -> dict:
-    """Split the step's part of the latency (a streamed frame's; the scale call's is not)."""
+def _stages(results: list, waited_ms: Optional[float], step_ms: float) -> dict:
+    """
+    Split the step's part of the latency (a streamed frame's; the scale call's is not).
+
+    The session times its own parts (prepare, model, the rest of its step); what the
+    worker waited beyond them is the way to the session and back: the model process's
+    round trip with ``model_process``, next to nothing in one process.
+    """
     stages = {Stage.QUEUE: waited_ms}
     if len(results) == 1 and 'step' in results[0].timings_ms:
         t = results[0].timings_ms
+        own = t['step'] + (t.get('prepare') or 0.0)
         stages.update({Stage.PREPARE: t.get('prepare'), Stage.MODEL: t['model'],
-                       Stage.FINISH: t['step'] - t['model']})
+                       Stage.FINISH: t['step'] - t['model'],
+                       Stage.TRANSPORT: max(0.0, step_ms - own)})
     return stages
 
 

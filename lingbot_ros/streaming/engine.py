@@ -34,6 +34,7 @@ from lingbot_ros.model.hub import HubError, resolve_checkpoint, ResolvedCheckpoi
 from lingbot_ros.streaming.caches import CacheFactory, paged_cache_factory
 from lingbot_ros.streaming.config import (EngineConfig, KvCacheDtype, StreamConfig,
                                           WeightsDtype)
+from lingbot_ros.streaming.device_memory import DeviceMemory, read_device_memory
 from lingbot_ros.streaming.session import Prepared, Session, SessionContext
 import numpy as np
 import torch
@@ -291,6 +292,20 @@ class Engine:
         cfg = cfg.replace(cuda_graphs=self.runner.cuda_graphs)
         return estimate(cfg, stream_cfg, input_hw, cameras, model_config=self.model_config,
                         backend=self.backend, device_type=self.device.type)
+
+    @property
+    def hardware_id(self) -> str:
+        """Name the device and, for CUDA, its model (``/diagnostics``' hardware_id)."""
+        if self.device.type != 'cuda':
+            return str(self.device)
+        try:
+            return f'{self.device} {torch.cuda.get_device_name(self.device)}'
+        except Exception:  # noqa: BLE001 (a name is a nicety)
+            return str(self.device)
+
+    def device_memory(self) -> Optional[DeviceMemory]:
+        """Return the device's memory now (None on a CPU)."""
+        return read_device_memory(self.device)
 
     def new_session(self, name: str, cfg: StreamConfig) -> Session:
         """Open a new stream over this engine's model, with its own caches."""
