@@ -5,7 +5,9 @@
 # 640x480 rgb8 from the courthouse images. Run from the repository root after the wheel
 # install line of ../shared/device/README.md; OUT is the folder the results go to.
 # Usage: benchmarks/live_h200.sh [FRAMES_15HZ] [STEPS...]
-#   steps: dds prepare 15 rclpy 30 two soak restart outputs30
+#   steps: dds prepare 15 rclpy 30 two soak restart outputs30 15p 30p twop soakp
+#   15p 30p twop soakp: 15, 30, two and soak with the model in a process of its own
+#   (model_process:=true), written beside the in-process runs as *_model_process
 #   dds: DDS alone, the package's transport profile (DDS_TRANSPORTS="--transport default ..."
 #   for others): what arrives and the stamp-to-callback floor
 #   outputs30: 30 Hz three times, all outputs; without the map and the path; the pose alone
@@ -64,6 +66,14 @@ for step in $STEPS; do
                    --set publish_map:=false --set publish_path:=false --set publish_depth:=false \
                    --set publish_points:=false ;;
     soak) run live_30hz_10k 520 --rate 30 --frames 10000 --block 1000 --warmup 200 ;;
+    15p) run live_15hz_model_process $((N / 15 + 90)) --rate 15 --frames "$N" \
+             --set model_process:=true ;;
+    30p) run live_30hz_model_process $((N / 10 + 90)) --rate 30 --frames $((N * 8 / 3)) \
+             --block 500 --set model_process:=true ;;
+    twop) run live_2cam_15hz_model_process $((N / 15 + 90)) --rate 15 --frames "$N" \
+              --cameras 2 --set model_process:=true ;;
+    soakp) run live_30hz_10k_model_process 520 --rate 30 --frames 10000 --block 1000 \
+               --warmup 200 --set model_process:=true ;;
     restart) CKPT=${CKPT:-/tmp/lingbot_random_$PRESET.safetensors}
              [[ -f $CKPT ]] || $PY benchmarks/random_checkpoint.py --preset $PRESET --out "$CKPT" \
                  | tee -a "$OUT/logs/restart.txt"

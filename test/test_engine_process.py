@@ -25,7 +25,10 @@ from lingbot_ros.model.config import ConfigError
 from lingbot_ros.streaming.config import EngineConfig, StreamConfig
 from lingbot_ros.streaming.engine import Engine, EngineError
 from lingbot_ros.streaming.engine_process import (EngineProcess, EngineProcessLost,
-                                                  ImageSlot, Launch)
+                                                  ImageSlot, Launch, share_arrays,
+                                                  SHARED_MIN_BYTES, SharedArray,
+                                                  unshare_arrays)
+from lingbot_ros.streaming.result import FrameResult, FrameType
 from lingbot_ros.streaming.session import SizeChanged
 import numpy as np
 import pytest
@@ -77,6 +80,41 @@ def test_a_remote_session_gives_what_the_same_session_gives_in_this_process(remo
             assert set(y.timings_ms) == set(x.timings_ms)
     assert theirs.stats() == ours.stats()
     assert remote.memory_estimate(STREAM, (40, 56)) == local.memory_estimate(STREAM, (40, 56))
+
+
+def test_large_arrays_come_back_through_the_results_file_as_it_grows(remote):
+    local = Engine.load(ENGINE)
+    for size in (112, 336, 448):  # below the shared size, then a file, then a larger one
+        cfg = STREAM.replace(image_size=size)
+        ours, theirs = local.new_session(f'l{size}', cfg), remote.new_session(f'r{size}', cfg)
+        frames = _frames(4, h=3 * size // 4, w=size, seed=size)
+        pairs = [p for i, frame in enumerate(frames)
+                 for p in zip(ours.step(frame, 1 + i), theirs.step(frame, 1 + i))]
+        assert len(pairs) == 4
+        # compared after later replies reused the file: each result was copied out of it
+        for x, y in pairs:
+            np.testing.assert_allclose(y.depth, x.depth, rtol=1e-5, atol=1e-6)
+            np.testing.assert_allclose(y.confidence, x.confidence, rtol=1e-5, atol=1e-6)
+            assert np.array_equal(y.colors, x.colors) and y.depth.flags.writeable
+
+
+def test_sharing_replaces_only_large_arrays_and_unsharing_restores_them():
+    small, large = np.arange(6.0).reshape(2, 3), np.arange(SHARED_MIN_BYTES, dtype=np.uint8)
+    result = FrameResult(stamp_ns=1, index=0, frame_type=FrameType.KEYFRAME,
+                         pose_c2w=np.eye(4), pose_enc=np.zeros(9, np.float32),
+                         intrinsics=np.eye(3), intrinsics_model=np.eye(3), input_hw=(2, 3),
+                         model_hw=(2, 3), depth=small, colors=large)
+    area, used = bytearray(2 * SHARED_MIN_BYTES), []
+
+    def place(array):
+        offset = 64 * len(used)
+        area[offset:offset + array.nbytes] = array.tobytes()
+        used.append(array)
+        return SharedArray(offset, array.shape, array.dtype.str)
+    shared = share_arrays([result], place)[0]
+    assert shared.depth is small and isinstance(shared.colors, SharedArray)
+    back = unshare_arrays([shared], area)[0]
+    assert back.depth is small and np.array_equal(back.colors, large)
 
 
 def test_errors_come_back_as_raised_there_and_change_nothing(remote):

@@ -24,6 +24,7 @@ when the node, which handles it, closes the engine.
 
 from __future__ import annotations
 
+from dataclasses import fields
 import mmap
 import os
 import pickle
@@ -35,7 +36,9 @@ from typing import Any, Optional
 
 from lingbot_ros.streaming.device_memory import read_device_memory
 from lingbot_ros.streaming.engine_process import (ImageMeta, Loaded, LoadFailed, Op,
-                                                  Progress, Reply, Request, Status)
+                                                  Progress, Reply, Request, ResultsFile,
+                                                  share_arrays, SharedArray, Status)
+import numpy as np
 
 MEMORY_EVERY_S = 1.0  # device memory is read at most this often (a driver call)
 
@@ -61,11 +64,62 @@ def portable(exc: BaseException) -> BaseException:
         return RuntimeError(f'{type(exc).__name__}: {exc}')
 
 
+class ResultsArea:
+    """
+    The file this process lays the large arrays of a reply in, for the node to copy out.
+
+    Made when a reply first needs it and again, twice as large, when one outgrows it (a
+    scale call returns all its frames at once); each new file's descriptor goes to the
+    node over the socket, ahead of the reply that uses it.
+    """
+
+    def __init__(self, conn: Any, ppid: int) -> None:
+        self.conn, self.ppid = conn, ppid
+        self.map: Optional[mmap.mmap] = None
+        self.used = 0
+
+    def begin(self, nbytes: int) -> None:
+        """Make room for ``nbytes`` from offset 0 (a new, larger file when needed)."""
+        self.used = 0
+        if self.map is not None and nbytes <= len(self.map):
+            return
+        size = max(nbytes, 2 * len(self.map) if self.map is not None else 0, 1 << 20)
+        fd = os.memfd_create('lingbot-results')
+        try:
+            os.ftruncate(fd, size)
+            if self.map is not None:
+                self.map.close()
+            self.map = mmap.mmap(fd, size)
+            from multiprocessing.reduction import send_handle
+            self.conn.send(ResultsFile(size))
+            send_handle(self.conn, fd, self.ppid)
+        finally:
+            os.close(fd)
+
+    def place(self, array: np.ndarray) -> SharedArray:
+        """Copy ``array`` in after what this reply placed so far; say where it went."""
+        offset = -(-self.used // 64) * 64  # 64-byte aligned
+        view = np.ndarray(array.shape, array.dtype, buffer=self.map, offset=offset)
+        np.copyto(view, array)
+        self.used = offset + array.nbytes
+        return SharedArray(offset, tuple(array.shape), array.dtype.str)
+
+    def share(self, results: list) -> list:
+        """Lay the results' large arrays in the file; the results refer to them."""
+        need = sum(-(-getattr(r, f.name).nbytes // 64) * 64 for r in results
+                   for f in fields(r) if isinstance(getattr(r, f.name), np.ndarray))
+        if need == 0:
+            return results
+        self.begin(need)
+        return share_arrays(results, self.place)
+
+
 class Server:
     """Runs the requests of one node on one engine; sessions by name."""
 
-    def __init__(self, engine: Any, conn: Any, frames: mmap.mmap) -> None:
+    def __init__(self, engine: Any, conn: Any, frames: mmap.mmap, ppid: int) -> None:
         self.engine, self.conn, self.frames = engine, conn, frames
+        self.results = ResultsArea(conn, ppid)
         self.sessions: dict = {}
         self._memory, self._memory_at = None, -float('inf')
 
@@ -139,9 +193,8 @@ class Server:
             raise ValueError(f'no session named {request.session!r}')
         if op == Op.STEP:
             meta: ImageMeta = args[0]
-            import numpy as np
             image = np.ndarray(meta.shape, np.dtype(meta.dtype), buffer=self.frames)
-            return session.step(image, args[1])
+            return self.results.share(session.step(image, args[1]))
         if op == Op.RESET:
             session.reset()
             return None
@@ -193,7 +246,7 @@ def main(argv: Optional[list] = None) -> int:
     except Exception as exc:  # noqa: BLE001 (the node says why configure failed)
         conn.send(LoadFailed(portable(exc)))
         return 1
-    server = Server(engine, conn, frames)
+    server = Server(engine, conn, frames, ppid)
     conn.send(server.loaded())
     return server.serve()
 

@@ -36,7 +36,7 @@ process goes (its end of the socket closes, and Linux tells it of its parent's d
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields, replace
 from enum import Enum
 import mmap
 import os
@@ -57,6 +57,7 @@ import numpy as np
 STOP_WAIT_S = 10.0   # for the model's process to leave after being asked to
 POLL_S = 0.5         # how often a wait for a reply checks that the process still lives
 DEFAULT_IMAGE_BYTES = 4096 * 4096 * 3  # the node's default max_input_pixels, RGB
+SHARED_MIN_BYTES = 64 * 1024  # arrays from this size come back in the results file
 CHILD_MODULE = 'lingbot_ros.streaming.engine_child'
 
 
@@ -145,6 +146,54 @@ class ImageMeta:
 
     shape: tuple
     dtype: str
+
+
+@dataclass(frozen=True)
+class SharedArray:
+    """An array of a reply that lies in the results file: where, its shape and dtype."""
+
+    offset: int
+    shape: tuple
+    dtype: str
+
+
+@dataclass(frozen=True)
+class ResultsFile:
+    """The model's process made a larger results file; its descriptor follows on the socket."""
+
+    size: int
+
+
+def share_arrays(results: list, place: Callable[[np.ndarray], SharedArray]) -> list:
+    """
+    Replace each large array of the FrameResults by where ``place`` put it.
+
+    Pickled through the socket, a frame's depth, confidence and colours (2.2 MB at a
+    518-wide grid) cost the model's process a copy and the node's two more, with the
+    GIL held in the node's process for the last; laid in the results file they cost one
+    copy on each side.
+    """
+    out = []
+    for result in results:
+        changes = {f.name: place(value) for f in fields(result)
+                   if isinstance(value := getattr(result, f.name), np.ndarray)
+                   and value.nbytes >= SHARED_MIN_BYTES}
+        out.append(replace(result, **changes) if changes else result)
+    return out
+
+
+def unshare_arrays(results: list, area: Any) -> list:
+    """Copy each shared array of the FrameResults out of ``area`` (the results file)."""
+    out = []
+    for result in results:
+        changes = {}
+        for f in fields(result):
+            ref = getattr(result, f.name)
+            if isinstance(ref, SharedArray):
+                view = np.ndarray(ref.shape, np.dtype(ref.dtype), buffer=area, offset=ref.offset)
+                changes[f.name] = view.copy()
+        out.append(replace(result, **changes) if changes else result)
+    return out
 
 
 class ImageSlot:
@@ -290,6 +339,7 @@ class EngineProcess:
     def __init__(self, proc: subprocess.Popen, conn: Any, slot: ImageSlot,
                  loaded: Loaded) -> None:
         self._proc, self._conn, self._slot = proc, conn, slot
+        self._results: Optional[mmap.mmap] = None  # the model process's results file
         self._lock = threading.Lock()
         self._lost: Optional[str] = None
         self._finalizer = weakref.finalize(self, _kill, proc)
@@ -370,7 +420,7 @@ class EngineProcess:
                 args = (self._slot.put(image),) + args
             try:
                 self._conn.send(Request(op, session, args))
-                reply = _receive(self._conn, self._proc)
+                reply = self._reply()
             except EngineProcessLost as exc:
                 self._lost = str(exc)
                 raise
@@ -385,6 +435,25 @@ class EngineProcess:
         if reply.error is not None:
             raise reply.error
         return reply.value
+
+    def _reply(self) -> Reply:
+        """Receive the reply, mapping a new results file said before it; copy arrays out."""
+        while True:
+            msg = _receive(self._conn, self._proc)
+            if not isinstance(msg, ResultsFile):
+                break
+            from multiprocessing.reduction import recv_handle
+            fd = recv_handle(self._conn)
+            try:
+                mapped = mmap.mmap(fd, msg.size, prot=mmap.PROT_READ)
+            finally:
+                os.close(fd)
+            if self._results is not None:
+                self._results.close()
+            self._results = mapped
+        if isinstance(msg.value, list) and self._results is not None:
+            msg = replace(msg, value=unshare_arrays(msg.value, self._results))
+        return msg
 
     def session_stats(self, name: str) -> CacheStats:
         return self._stats.get(name, CacheStats())
@@ -410,6 +479,9 @@ class EngineProcess:
                 self._lost = 'closed'
             self._conn.close()
             self._slot.close()
+            if self._results is not None:
+                self._results.close()
+                self._results = None
         finally:
             if got:
                 self._lock.release()
