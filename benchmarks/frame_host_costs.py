@@ -62,6 +62,20 @@ def _frame():
                        colors=rng.integers(0, 256, (H, W, 3), dtype=np.uint8))
 
 
+def _made(r, pose):
+    """The frame with its depth image and points made as the session makes them."""
+    from dataclasses import replace
+
+    from lingbot_ros.streaming.config import FrameProducts, PointsSpec
+    from lingbot_ros.streaming.products import make
+    import torch
+    spec = PointsSpec(4, 0.0, 50.0, tuple(float(v) for v in pose.reshape(-1)))
+    made = make(FrameProducts(True, spec), torch.from_numpy(r.depth),
+                torch.from_numpy(r.confidence), torch.from_numpy(r.colors),
+                r.intrinsics_model, r.intrinsics, r.input_hw, np.eye(4))
+    return replace(r, **{k: v.numpy() for k, v in made.items()})
+
+
 def _plain_unproject(r, pose, step: int, percentile: float):
     """Unproject as before 2026-12-05 (boolean masks, nonzero, np.percentile)."""
     depth, conf = r.depth[::step, ::step], r.confidence[::step, ::step]
@@ -103,6 +117,7 @@ def main(argv: Optional[list] = None) -> int:
     from lingbot_ros.streaming.map_cloud import unproject
 
     r, pose = _frame(), np.eye(4)
+    made = _made(r, pose)
     image = Image(height=INPUT_HW[0], width=INPUT_HW[1], encoding='rgb8', step=INPUT_HW[1] * 3)
     image.data = np.zeros(INPUT_HW[0] * INPUT_HW[1] * 3, np.uint8).tobytes()
     sample = serialize_message(image)
@@ -114,6 +129,10 @@ def main(argv: Optional[list] = None) -> int:
         ('points: the plain form it replaced', lambda: _plain_unproject(r, pose, 4, 50.0)),
         ('points: PointCloud2 built', lambda: messages.point_cloud(r, pose, 'map', 4, 0.0, 50.0)),
         ('depth: Image built (resampled to 640x480)', lambda: messages.depth_image(r, 'cam')),
+        ('points: PointCloud2 of rows made on the device',
+         lambda: messages.point_cloud(made, pose, 'map', 4, 0.0, 50.0)),
+        ('depth: Image of the depth made on the device', lambda: messages.depth_image(made,
+                                                                                   'cam')),
     ]
     for name, job in rows:
         print(f'{name:>48}: {_median_ms(job, args.repeat):6.3f} ms', flush=True)

@@ -29,6 +29,7 @@ from typing import Optional, Sequence
 from builtin_interfaces.msg import Time
 import cv2
 from geometry_msgs.msg import Pose, PoseStamped, TransformStamped
+from lingbot_ros.ros.conventions import map_from_optical
 from lingbot_ros.streaming.map_cloud import packed_rows, unproject
 from lingbot_ros.streaming.result import FrameResult
 from lingbot_ros.streaming.trajectory import matrix_to_quat
@@ -36,12 +37,6 @@ from nav_msgs.msg import Odometry
 import numpy as np
 from sensor_msgs.msg import CameraInfo, Image, PointCloud2, PointField
 from std_msgs.msg import Header
-
-# optical (x right, y down, z forward) -> REP-103 body (x forward, y left, z up)
-OPTICAL_TO_REP103 = np.array([[0.0, 0.0, 1.0, 0.0],
-                              [-1.0, 0.0, 0.0, 0.0],
-                              [0.0, -1.0, 0.0, 0.0],
-                              [0.0, 0.0, 0.0, 1.0]])
 
 
 def stamp_msg(stamp_ns: int) -> Time:
@@ -57,7 +52,7 @@ def stamp_ns(stamp: Time) -> int:
 def map_pose(result: FrameResult, convention: str) -> np.ndarray:
     """Camera (optical) to map, 4x4, in the configured map convention."""
     pose = np.asarray(result.pose_c2w, dtype=np.float64)
-    return OPTICAL_TO_REP103 @ pose if convention == 'rep103' else pose
+    return map_from_optical(convention) @ pose if convention == 'rep103' else pose
 
 
 def _pose(matrix: np.ndarray) -> Pose:
@@ -158,12 +153,20 @@ def depth_on_input(result: FrameResult, out: Optional[np.ndarray] = None) -> np.
 
 
 def depth_image(result: FrameResult, frame: str) -> Optional[Image]:
-    """Build a 32FC1 depth (model units) registered to ``camera_info``; None without depth."""
-    if result.depth is None:
+    """
+    Build a 32FC1 depth (model units) registered to ``camera_info``; None without depth.
+
+    The depth the session already resampled on the model's device
+    (``result.depth_input``) is only copied in; otherwise it is resampled here.
+    """
+    if result.depth is None and result.depth_input is None:
         return None
     h, w = (int(v) for v in result.input_hw)
-    data = _zeros(h * w * 4)  # the message's own buffer: the resampler writes straight in
-    depth_on_input(result, out=np.frombuffer(data, dtype=np.float32).reshape(h, w))
+    if result.depth_input is not None:
+        data = _bytes(result.depth_input)
+    else:
+        data = _zeros(h * w * 4)  # the message's own buffer: the resampler writes straight in
+        depth_on_input(result, out=np.frombuffer(data, dtype=np.float32).reshape(h, w))
     msg = Image(header=Header(stamp=stamp_msg(result.stamp_ns), frame_id=frame), height=h,
                 width=w, encoding='32FC1', is_bigendian=int(not np.little_endian),
                 step=w * 4)
@@ -197,7 +200,14 @@ def _cloud(rows: np.ndarray, stamp: int, frame: str, fields: list) -> PointCloud
 
 def point_cloud(result: FrameResult, pose_map: np.ndarray, frame: str, decimation: int,
                 min_confidence: float, percentile: float) -> Optional[PointCloud2]:
-    """Unproject depth into ``frame`` (xyz + packed rgb), filtered as the map's points."""
+    """
+    Unproject depth into ``frame`` (xyz + packed rgb), filtered as the map's points.
+
+    Rows the session already made on the model's device (``result.points_rows``, with
+    the filters and map convention of the parameters at that frame) are only wrapped.
+    """
+    if result.points_rows is not None:
+        return _cloud(result.points_rows, result.stamp_ns, frame, _POINT_FIELDS)
     if result.depth is None:
         return None
     points = unproject(result, pose_map, decimation, min_confidence, percentile)

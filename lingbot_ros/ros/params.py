@@ -29,9 +29,10 @@ import os
 import re
 from typing import Any, Callable, Mapping, Optional
 
+from lingbot_ros.ros.conventions import map_from_optical
 from lingbot_ros.ros.executor import ExecutorKind
-from lingbot_ros.streaming.config import (EngineConfig, KvCacheDtype, StreamConfig,
-                                          WeightsDtype)
+from lingbot_ros.streaming.config import (EngineConfig, FrameProducts, KvCacheDtype,
+                                          PointsSpec, StreamConfig, WeightsDtype)
 from lingbot_ros.streaming.map_cloud import MapCloudConfig
 from rcl_interfaces.msg import (FloatingPointRange, IntegerRange, ParameterDescriptor,
                                 ParameterType)
@@ -539,4 +540,22 @@ def stream_config(p: NodeParams) -> StreamConfig:
                         flow_threshold_px=s.flow_threshold_px,
                         max_keyframe_gap=s.max_keyframe_gap,
                         camera_iterations=s.camera_iterations, with_depth=p.with_depth,
-                        image_size=s.image_size).validate()
+                        image_size=s.image_size, products=frame_products(p)).validate()
+
+
+def frame_products(p: NodeParams) -> FrameProducts:
+    """
+    Say what the sessions make on the model's device for ``~/depth`` and ``~/points``.
+
+    The depth on the camera's pixels and the filtered, coloured points in the map frame of
+    the configured convention: the output thread then only wraps their bytes.
+    """
+    o = p.outputs
+    points = None
+    if o.publish_points:
+        to_map = map_from_optical(p.inputs.map_convention)
+        points = PointsSpec(decimation=o.points_decimation,
+                            min_confidence=float(o.points_min_confidence),
+                            percentile=float(o.points_confidence_percentile),
+                            map_from_session=tuple(float(v) for v in to_map.reshape(-1)))
+    return FrameProducts(depth_on_input=o.publish_depth, points=points)

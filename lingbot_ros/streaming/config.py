@@ -25,6 +25,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 from enum import Enum
+import math
 import re
 from typing import Any, Mapping, Optional
 
@@ -58,7 +59,8 @@ class KvCacheDtype(str, Enum):
 
 # Fields that may change while a stream runs; they take effect from the next frame.
 RUNTIME_SAFE = frozenset({'keyframe_mode', 'keyframe_interval', 'flow_threshold_px',
-                          'max_keyframe_gap', 'with_depth', 'trajectory_length'})
+                          'max_keyframe_gap', 'with_depth', 'trajectory_length', 'products'})
+IDENTITY_4X4 = tuple(float(i == j) for i in range(4) for j in range(4))
 
 
 def _require(ok: bool, name: str, value: Any, allowed: str) -> None:
@@ -68,6 +70,71 @@ def _require(ok: bool, name: str, value: Any, allowed: str) -> None:
 
 def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+@dataclass(frozen=True)
+class PointsSpec:
+    """
+    Which of a frame's depth pixels become its points, and the frame they are given in.
+
+    Every ``decimation``-th pixel of the model grid with finite positive depth and a
+    confidence at least ``min_confidence`` and at least the frame's ``percentile`` of its
+    valid pixels; ``map_from_session`` (row-major 4x4) maps the session's map frame onto
+    the frame the points are published in.
+    """
+
+    decimation: int = 1
+    min_confidence: float = 0.0
+    percentile: float = 0.0
+    map_from_session: tuple = IDENTITY_4X4
+
+    def validate(self) -> 'PointsSpec':
+        """Check every field; return self so it chains."""
+        _require(_is_int(self.decimation) and self.decimation >= 1, 'points.decimation',
+                 self.decimation, 'an integer >= 1')
+        mc = self.min_confidence
+        _require(_is_number(mc) and math.isfinite(mc), 'points.min_confidence', mc,
+                 'a finite number')
+        pct = self.percentile
+        _require(_is_number(pct) and 0 <= pct < 100, 'points.percentile', pct,
+                 'a number in [0, 100)')
+        m = self.map_from_session
+        _require(isinstance(m, tuple) and len(m) == 16
+                 and all(_is_number(v) and math.isfinite(v) for v in m),
+                 'points.map_from_session', m, '16 finite numbers (a row-major 4x4)')
+        return self
+
+
+@dataclass(frozen=True)
+class FrameProducts:
+    """
+    What a session makes on its device for each frame, besides its results (nothing here).
+
+    ``depth_on_input``: the depth resampled onto the input's pixels; ``points``: the
+    frame's filtered, coloured points (:mod:`~lingbot_ros.streaming.products`). Both need
+    the stream's depth (``with_depth``).
+    """
+
+    depth_on_input: bool = False
+    points: Optional[PointsSpec] = None
+
+    def validate(self) -> 'FrameProducts':
+        """Check every field; return self so it chains."""
+        _require(isinstance(self.depth_on_input, bool), 'products.depth_on_input',
+                 self.depth_on_input, 'a bool')
+        _require(self.points is None or isinstance(self.points, PointsSpec),
+                 'products.points', self.points, 'a PointsSpec or None')
+        if self.points is not None:
+            self.points.validate()
+        return self
+
+    @property
+    def wanted(self) -> bool:
+        return self.depth_on_input or self.points is not None
 
 
 @dataclass(frozen=True)
@@ -91,6 +158,7 @@ class StreamConfig:
     image_size: int = 518           # width of the model grid for live frames (crop mode)
     max_window_frames: int = 0
     trajectory_length: int = 100_000
+    products: FrameProducts = FrameProducts()
 
     def validate(self) -> 'StreamConfig':
         """Check every field once; return self so it chains."""
@@ -113,6 +181,9 @@ class StreamConfig:
         mwf = self.max_window_frames
         _require(_is_int(mwf) and (mwf == 0 or mwf > self.scale_frames), 'max_window_frames',
                  mwf, f'0 (model limit) or an integer > scale_frames ({self.scale_frames})')
+        _require(isinstance(self.products, FrameProducts), 'products', self.products,
+                 'a FrameProducts')
+        self.products.validate()
         return self
 
     def replace(self, **changes: Any) -> 'StreamConfig':

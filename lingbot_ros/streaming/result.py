@@ -57,6 +57,9 @@ class FrameResult:
     depth: Optional[np.ndarray] = None       # [H, W] float32, model grid
     confidence: Optional[np.ndarray] = None  # [H, W] float32, > 1
     colors: Optional[np.ndarray] = None      # [H, W, 3] uint8 RGB, model grid
+    # made on the model's device when the stream's config.products asks (streaming/products)
+    depth_input: Optional[np.ndarray] = None  # [h, w] float32 on the input's pixels (NaN: none)
+    points_rows: Optional[np.ndarray] = None  # [N, 4] float32 x, y, z, packed rgb
     # host milliseconds: 'model' (the call, outputs on the host); a streamed frame also has
     # 'prepare' (resize) and 'step' (its call from start to commit, prepare not included)
     timings_ms: dict = field(default_factory=dict)

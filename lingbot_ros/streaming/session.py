@@ -55,6 +55,7 @@ from typing import Any, Callable, Deque, Optional, Sequence
 from lingbot_ros.cache.overflow import CacheOverflow
 from lingbot_ros.cache.stats import CacheStats
 from lingbot_ros.model.config import ConfigError, ModelConfig, SPECIAL_TOKENS
+from lingbot_ros.streaming import products
 from lingbot_ros.streaming.caches import CacheFactory, CacheSpec, StreamCache
 from lingbot_ros.streaming.config import StreamConfig
 from lingbot_ros.streaming.host import to_host
@@ -159,6 +160,24 @@ class _Record:
         through the Sim(3) on every live frame cost the worker about 3 ms a frame.
         """
         return np.stack([_mapped(self.sim3, e) for e in self.window_iters])
+
+
+@dataclass(frozen=True)
+class _DeviceMaps:
+    """A call's depth ``[S, H, W]``, confidence and colours where the model left them."""
+
+    depth: torch.Tensor
+    confidence: Optional[torch.Tensor]
+    colors: Optional[torch.Tensor]
+
+
+@dataclass(frozen=True)
+class _Call:
+    """One model call: its outputs on the host, its time, the maps for the products."""
+
+    host: dict
+    model_ms: float
+    maps: Optional[_DeviceMaps]
 
 
 def _mapped(sim3: Sim3, enc: np.ndarray) -> np.ndarray:
@@ -435,7 +454,7 @@ class Session:
             oom = None
             try:
                 seeds_next = len(entries) > self.window_limit - self._cfg.scale_frames
-                host, model_ms = self._forward(
+                call = self._forward(
                     window, images, first=True, scale=True, defer=False,
                     with_depth=self._cfg.with_depth or seeds_next, phase='scale',
                     frames=range(self._index, self._index + len(entries)))
@@ -451,7 +470,7 @@ class Session:
         self._finish(window, True)
         records = []
         for j, (prep, stamp) in enumerate(entries):
-            rec = self._record(host, j, prep, stamp, FrameType.SCALE, window, model_ms)
+            rec = self._record(call, j, prep, stamp, FrameType.SCALE, window)
             self._remember(window, prep, rec)
             records.append(self._published(rec))
         self._last_kf = (self._index - 1, records[-1].result.pose_c2w,
@@ -483,7 +502,7 @@ class Session:
             needs_depth = self._cfg.with_depth or self._policy.needs_flow or seeds_next
             oom = None
             try:
-                host, model_ms = self._forward(
+                call = self._forward(
                     window, prep.image[None], first=False, scale=False,
                     defer=decision is not True, with_depth=needs_depth, phase='stream',
                     frames=[self._index], decided=decision)
@@ -505,7 +524,7 @@ class Session:
             window = self._window
         try:
             ftype = FrameType.KEYFRAME if decision else FrameType.NON_KEYFRAME
-            rec = self._record(host, 0, prep, stamp_ns, ftype, window, model_ms)
+            rec = self._record(call, 0, prep, stamp_ns, ftype, window)
             if decision is None:
                 rec.flow_px = self._flow(rec)
                 decision = bool(self._policy.after(since, first, rec.flow_px))
@@ -557,9 +576,9 @@ class Session:
                          overlap=deque(kept, maxlen=self._cfg.scale_frames))
         images = torch.stack([k.image for k in kept])
         with_depth = all(k.depth_map is not None for k in kept)
-        host, _ = self._forward(window, images, first=True, scale=True, defer=False,
-                                with_depth=with_depth, phase='reseed',
-                                frames=[k.index for k in kept])
+        host = self._forward(window, images, first=True, scale=True, defer=False,
+                             with_depth=with_depth, phase='reseed',
+                             frames=[k.index for k in kept]).host
         self._finish(window, True)
         curr = pose_enc_to_matrix(host['pose_enc'])
         depths = None if host['depth'] is None else list(host['depth'][..., 0])
@@ -612,12 +631,12 @@ class Session:
                                   scale_frames=scale, global_cache=window.agg,
                                   camera_cache=window.camera, with_depth=with_depth,
                                   camera_iterations=self._cfg.camera_iterations)
+            colors = _colors(images) if with_depth else None
             host = to_host({
                 'pose_enc': out.pose_enc, 'pose_enc_iters': out.pose_enc_iters,
                 'depth': out.depth if with_depth else None,
                 'depth_conf': out.depth_conf if with_depth else None,
-                'colors': _colors(images) if with_depth else None,
-                'camera_tokens': out.camera_tokens,
+                'colors': colors, 'camera_tokens': out.camera_tokens,
             })
             if not np.all(np.isfinite(host['pose_enc'])):
                 raise FrameRejected('the model returned a non-finite pose; frame dropped')
@@ -628,7 +647,9 @@ class Session:
         self._pending_stats = dict(
             call_index=self._calls, window_index=window.index, frame_indices=list(frames),
             phase=phase, is_keyframe=decided, rope_time_index_start=window.time, **pre)
-        return host, model_ms
+        wanted = with_depth and self._cfg.with_depth and self._cfg.products.wanted
+        maps = _DeviceMaps(out.depth[..., 0], out.depth_conf, colors) if wanted else None
+        return _Call(host, model_ms, maps)
 
     def _abort(self, window: _Window) -> None:
         window.agg.rollback()
@@ -689,9 +710,10 @@ class Session:
 
     # --- outputs --------------------------------------------------------------------------
 
-    def _record(self, host: dict, j: int, prep: Prepared, stamp_ns: int, ftype: FrameType,
-                window: _Window, model_ms: float) -> _Record:
+    def _record(self, call: '_Call', j: int, prep: Prepared, stamp_ns: int, ftype: FrameType,
+                window: _Window) -> _Record:
         """Build frame ``j`` of a call's host outputs, mapped into the session's frame."""
+        host, model_ms = call.host, call.model_ms
         h, w = self._model_hw
         sim3 = window.sim3
         enc = _mapped(sim3, host['pose_enc'][j])
@@ -708,9 +730,21 @@ class Session:
             intrinsics_model=k_model, input_hw=tuple(prep.input_hw), model_hw=(h, w),
             window_index=window.index, depth=depth, confidence=conf, colors=colors,
             timings_ms={'model': model_ms}, map_epoch=self._map_epoch)
+        if call.maps is not None:
+            result = replace(result, **self._products(call.maps, j, sim3.scale, result))
         self._index += 1
         return _Record(result=result, window_iters=host['pose_enc_iters'][j], sim3=sim3,
                        camera_tokens=host['camera_tokens'][j], depth_conf=conf)
+
+    def _products(self, maps: '_DeviceMaps', j: int, scale: float,
+                  result: FrameResult) -> dict:
+        """Make what ``config.products`` asks for frame ``j`` on the device; fetch it."""
+        made = products.make(self._cfg.products, maps.depth[j] * scale,
+                             None if maps.confidence is None else maps.confidence[j],
+                             None if maps.colors is None else maps.colors[j],
+                             result.intrinsics_model, result.intrinsics, result.input_hw,
+                             result.pose_c2w)
+        return to_host(made)
 
     def _remember(self, window: _Window, prep: Prepared, rec: _Record) -> None:
         r = rec.result
