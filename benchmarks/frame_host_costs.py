@@ -63,7 +63,7 @@ def _frame():
 
 
 def _made(r, pose):
-    """The frame with its depth image and points made as the session makes them."""
+    """Return the frame with its depth image and points made as the session makes them."""
     from dataclasses import replace
 
     from lingbot_ros.streaming.config import FrameProducts, PointsSpec
@@ -131,8 +131,8 @@ def main(argv: Optional[list] = None) -> int:
         ('depth: Image built (resampled to 640x480)', lambda: messages.depth_image(r, 'cam')),
         ('points: PointCloud2 of rows made on the device',
          lambda: messages.point_cloud(made, pose, 'map', 4, 0.0, 50.0)),
-        ('depth: Image of the depth made on the device', lambda: messages.depth_image(made,
-                                                                                   'cam')),
+        ('depth: Image of the depth made on the device',
+         lambda: messages.depth_image(made, 'cam')),
     ]
     for name, job in rows:
         print(f'{name:>48}: {_median_ms(job, args.repeat):6.3f} ms', flush=True)

@@ -25,7 +25,8 @@ from lingbot_ros.model.config import ConfigError
 from lingbot_ros.streaming.config import EngineConfig, StreamConfig
 from lingbot_ros.streaming.engine import Engine, EngineError
 from lingbot_ros.streaming.engine_process import (EngineProcess, EngineProcessLost,
-                                                  ImageSlot, Launch, share_arrays,
+                                                  EngineRestarted, ImageSlot, Launch,
+                                                  RestartPolicy, share_arrays,
                                                   SHARED_MIN_BYTES, SharedArray,
                                                   unshare_arrays)
 from lingbot_ros.streaming.result import FrameResult, FrameType
@@ -161,15 +162,28 @@ def test_a_load_that_fails_says_why_and_leaves_no_process():
     assert _gone(pid)
 
 
-def test_a_killed_model_process_fails_every_later_call_with_its_end():
-    engine = EngineProcess.start(ENGINE)
+def test_a_killed_model_process_is_replaced_as_often_as_the_policy_allows():
+    said = []
+    engine = EngineProcess.start(ENGINE, progress=said.append,
+                                 restarts=RestartPolicy(count=1, window_s=600))
     session = engine.new_session('cam', STREAM)
-    session.step(_frames(1)[0], 1)
+    session.update(STREAM.replace(keyframe_interval=2))
+    frames = _frames(4)
+    for i in range(3):
+        session.step(frames[i], 1 + i)
+    first = engine.pid
+    os.kill(first, signal.SIGKILL)
+    with pytest.raises(EngineRestarted, match='signal 9'):
+        session.step(frames[3], 4)  # this frame is lost; the session starts over
+    assert engine.pid != first and engine.alive and engine.restarts == 1
+    assert any('starting a new one' in text for text in said)
+    assert session.step(frames[0], 5) == [] and len(session.step(frames[1], 6)) == 2
+    assert session.config.keyframe_interval == 2  # opened again as it was configured
     os.kill(engine.pid, signal.SIGKILL)
-    with pytest.raises(EngineProcessLost, match='signal 9'):
-        session.step(_frames(1)[0], 2)
+    with pytest.raises(EngineProcessLost, match='1 restart'):
+        session.step(frames[2], 7)
     with pytest.raises(EngineProcessLost, match='gone'):
-        session.step(_frames(1)[0], 3)
+        session.step(frames[3], 8)
     assert not engine.alive and 'signal 9' in engine.lost
     engine.close()
 

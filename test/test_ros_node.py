@@ -471,23 +471,54 @@ def test_input_without_progress_is_an_error(rig):
     assert level != 2 and _alive(rig)
 
 
-def test_the_model_process_reports_its_round_trip_and_ends_with_the_node_on_ctrl_c(rig):
+def _model_processes(parent):
+    """Return the pids of ``parent``'s model processes (engine_child), from /proc."""
+    found = []
+    for entry in Path('/proc').iterdir():
+        try:
+            stat = (entry / 'stat').read_text()
+            cmd = (entry / 'cmdline').read_bytes()
+        except (OSError, ValueError):
+            continue
+        if int(stat.rsplit(')', 1)[1].split()[1]) == parent and b'engine_child' in cmd:
+            found.append(int(entry.name))
+    return found
+
+
+def test_a_killed_model_process_is_replaced_and_ctrl_c_ends_both(rig):
     """Last in this file: it stops the compressed-input node, as a terminal's Ctrl-C does."""
-    line = next(line for line in _log(rig, COMP) if 'model process: pid' in line)
-    child = int(line.rsplit('pid', 1)[1].split()[0])
-    os.kill(child, 0)  # it runs
+    probe, node = rig['probe'], rig['procs'][COMP]
+    (child,) = _model_processes(node.pid)
+    assert f'model process: pid {child}' in '\n'.join(_log(rig, COMP))
     _, _, v = _camera(rig, COMP, after=True)
     assert float(v['transport_ms_p50']) >= 0.0  # the frames above crossed it
-    node = rig['procs'][COMP]
+    os.kill(child, signal.SIGKILL)
+    ok = cv2.imencode('.jpg', np.random.default_rng(1).integers(
+        0, 256, (48, 64, 3), dtype=np.uint8))[1].tobytes()
+    before = len(rig['jposes'])
+    for i in range(6):  # one is lost with the process, two fill the new scale call
+        m = CompressedImage(format='jpeg', data=ok)
+        m.header.stamp.sec, m.header.stamp.nanosec = 20 + i, 0
+        rig['jpeg'].publish(m)
+        probe.spin_for(0.5 if i == 0 else 0.1)
+    assert probe.spin_until(lambda: len(rig['jposes']) >= before + 3, 60), _log(rig, COMP)
+    (replaced,) = _model_processes(node.pid)
+    assert replaced != child
+    status = None
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and status is None:
+        for d in reversed(rig['diag']):
+            s = status_of(d, f'/{COMP}: node')
+            if s is not None and s[2].get('model_process_restarts') == '1':
+                status = s
+                break
+        probe.spin_for(0.2)
+    assert status is not None and status[0] == 1 and 'signal 9' in status[1], status
     os.killpg(node.pid, signal.SIGINT)
     assert node.wait(30) == 0
     deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        try:
-            os.kill(child, 0)
-        except ProcessLookupError:
-            break
+    while Path(f'/proc/{replaced}').exists() and time.monotonic() < deadline:
         time.sleep(0.1)
-    else:
-        pytest.fail(f'the model process {child} outlived its node')
-    assert any('model process ended (exit status 0)' in line for line in _log(rig, COMP))
+    assert not Path(f'/proc/{replaced}').exists(), 'the model process outlived its node'
+    assert any('model process ended (exit status 0)' in line for line in _log(rig, COMP)), \
+        _log(rig, COMP)[-15:]

@@ -638,9 +638,11 @@ class LingbotNode(LifecycleNode):
             self.info.cuda_graphs = engine.graph_status
             self.info.torch_compile = engine.compile_status
             memory = engine.device_memory()
-            lost = getattr(engine, 'lost', None)  # a model process that ended
+            lost = getattr(engine, 'lost', None)  # a model process that ended for good
             if lost is not None and self.info.state == NodeState.ACTIVE:
                 self.info.error = f'the model process ended ({lost})'
+            self.info.model_process_restarts = getattr(engine, 'restarts', 0)
+            self.info.model_process_ended = getattr(engine, 'last_restart', '')
         if self._converter is not None:
             self.info.converter = self._converter.backend
             self.info.converter_notes = self._converter.notes

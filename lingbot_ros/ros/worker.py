@@ -33,6 +33,7 @@ from lingbot_ros.model.config import ConfigError
 from lingbot_ros.ros.camera import CameraStream, RESIZE_AFTER
 from lingbot_ros.ros.counters import Stage
 from lingbot_ros.ros.reasons import Event, Level, Rejection, Topic
+from lingbot_ros.streaming.engine_process import EngineRestarted
 from lingbot_ros.streaming.result import FrameResult
 from lingbot_ros.streaming.session import FrameRejected, SizeChanged
 import numpy as np
@@ -308,6 +309,12 @@ class Worker:
         except FrameRejected as exc:  # non-finite output, rolled back
             self._forget_stamp(cam, frame.stamp_ns)
             self._non_finite(cam, str(exc))
+            return
+        except EngineRestarted as exc:  # a new model process: every session starts over
+            self._forget_stamp(cam, frame.stamp_ns)
+            self._reject(cam, Rejection.ERROR, str(exc), Level.WARN)
+            for each in self.cameras:
+                self._reset(each)
             return
         except Exception as exc:  # noqa: BLE001 (a bug must not stop the stream)
             self._forget_stamp(cam, frame.stamp_ns)

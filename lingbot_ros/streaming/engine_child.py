@@ -17,7 +17,7 @@ The model's process: ``python -m lingbot_ros.streaming.engine_child SOCKET FRAME
 
 Started by :class:`~lingbot_ros.streaming.engine_process.EngineProcess`, never by hand.
 It loads the engine, then answers one request at a time until asked to stop or until the
-node's process is gone (its socket closes; on Linux the parent's death also signals it).
+node's process is gone (its socket closes, and a thread looks every second).
 Ctrl-C in a terminal reaches the whole process group: this process ignores it and leaves
 when the node, which handles it, closes the engine.
 """
@@ -30,6 +30,7 @@ import os
 import pickle
 import signal
 import sys
+import threading
 import time
 import traceback
 from typing import Any, Optional
@@ -41,18 +42,24 @@ from lingbot_ros.streaming.engine_process import (ImageMeta, Loaded, LoadFailed,
 import numpy as np
 
 MEMORY_EVERY_S = 1.0  # device memory is read at most this often (a driver call)
+PARENT_CHECK_S = 1.0  # how often this process looks whether the node's still runs
 
 
 def _die_with_parent(ppid: int) -> None:
-    """Ask Linux to send SIGTERM when the node's process dies; leave if it already did."""
-    try:
-        import ctypes
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(1, signal.SIGTERM, 0, 0, 0)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):  # pragma: no cover (not Linux): the socket's EOF does it
-        pass
-    if os.getppid() != ppid:
-        sys.exit(0)
+    """
+    Leave as soon as the node's process is gone, even in the middle of a long call.
+
+    Its socket's end tells this process at its next read or write; a thread that looks
+    every PARENT_CHECK_S also covers a load or a step that takes long. (Linux's
+    parent-death signal would fire when the *thread* that started this process ends,
+    such as a worker thread after a deactivate, not the node.)
+    """
+    def watch() -> None:
+        while True:
+            if os.getppid() != ppid:
+                os._exit(0)
+            time.sleep(PARENT_CHECK_S)
+    threading.Thread(target=watch, name='lingbot-parent-watch', daemon=True).start()
 
 
 def portable(exc: BaseException) -> BaseException:

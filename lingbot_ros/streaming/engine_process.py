@@ -29,13 +29,16 @@ what the node uses of :class:`~lingbot_ros.streaming.engine.Engine`;
 no pickling); requests and replies cross one socket pair
 (:mod:`multiprocessing.connection`). Every reply carries the session's cache statistics
 and the process's status (CUDA graphs, device memory, the checkpoint's sha256), so the
-node's diagnostics never wait for the model's process. If it ends, every later call
-raises :class:`EngineProcessLost` with its exit status; it ends by itself when the node's
-process goes (its end of the socket closes, and Linux tells it of its parent's death).
+node's diagnostics never wait for the model's process. If it ends, the request under way
+raises :class:`EngineRestarted` once a new one has taken over with every session opened
+again (as :class:`RestartPolicy` allows; after that, :class:`EngineProcessLost`, for this
+request and every later one). It ends by itself when the node's process goes (its end of
+the socket closes, and it looks every second).
 """
 
 from __future__ import annotations
 
+from collections import deque
 from dataclasses import dataclass, fields, replace
 from enum import Enum
 import mmap
@@ -46,6 +49,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 from typing import Any, Callable, Optional
 import weakref
 
@@ -62,7 +66,24 @@ CHILD_MODULE = 'lingbot_ros.streaming.engine_child'
 
 
 class EngineProcessLost(RuntimeError):
-    """The model's process ended; this call and every later one fail with its exit status."""
+    """The model's process ended and was not restarted; every later call fails too."""
+
+
+class EngineRestarted(RuntimeError):
+    """
+    The model's process ended during this call and a new one took over.
+
+    The call's frame is lost; every session exists again under its name and
+    configuration but starts over (a new map), as after a reset.
+    """
+
+
+@dataclass(frozen=True)
+class RestartPolicy:
+    """How often a model process that ended is replaced before the node gives up on it."""
+
+    count: int = 3          # restarts allowed within ``window_s`` (0: never restart)
+    window_s: float = 600.0
 
 
 class Op(Enum):
@@ -227,8 +248,12 @@ class ImageSlot:
         return ImageMeta(tuple(image.shape), image.dtype.str)
 
     def close(self) -> None:
+        """Unmap and close the file (again: nothing)."""
+        if self.fd < 0:
+            return
         self.map.close()
         os.close(self.fd)
+        self.fd = -1
 
 
 class _ForwardedDigest:
@@ -292,13 +317,19 @@ class Launch:
         self.conn = Connection(ours.detach())
         self._finalizer = weakref.finalize(self, _kill, self.proc)
 
-    def load(self, cfg: EngineConfig,
-             progress: Callable[[str], None] = lambda _: None) -> 'EngineProcess':
+    def load(self, cfg: EngineConfig, progress: Callable[[str], None] = lambda _: None,
+             restarts: RestartPolicy = RestartPolicy()) -> 'EngineProcess':
         """
         Load ``cfg`` in the model's process; EngineError (the process gone) if it cannot.
 
-        ``progress`` hears the load's long steps as the process says them (a kernel build).
+        ``progress`` hears the load's long steps as the process says them (a kernel build),
+        then and when a process that ended is replaced under ``restarts``.
         """
+        return EngineProcess(self, self.loaded(cfg, progress), progress, restarts)
+
+    def loaded(self, cfg: EngineConfig,
+               progress: Callable[[str], None] = lambda _: None) -> Loaded:
+        """Send ``cfg``, pass on the progress said, return what the loaded process says."""
         from lingbot_ros.streaming.engine import EngineError
         cfg = cfg.validate()
         try:
@@ -308,8 +339,8 @@ class Launch:
                 if isinstance(msg, Progress):
                     progress(msg.text)
                 elif isinstance(msg, Loaded):
-                    self._finalizer.detach()  # the EngineProcess watches it from here
-                    return EngineProcess(self.proc, self.conn, self.slot, msg)
+                    self._finalizer.detach()  # its EngineProcess watches it from here
+                    return msg
                 elif isinstance(msg, LoadFailed):
                     raise msg.error
         except EngineProcessLost as exc:
@@ -336,14 +367,16 @@ class EngineProcess:
     :meth:`warm_up`, :meth:`new_session`, :meth:`device_memory`, and :meth:`close`.
     """
 
-    def __init__(self, proc: subprocess.Popen, conn: Any, slot: ImageSlot,
-                 loaded: Loaded) -> None:
-        self._proc, self._conn, self._slot = proc, conn, slot
-        self._results: Optional[mmap.mmap] = None  # the model process's results file
+    def __init__(self, launch: Launch, loaded: Loaded, progress: Callable[[str], None],
+                 restarts: RestartPolicy) -> None:
         self._lock = threading.Lock()
         self._lost: Optional[str] = None
-        self._finalizer = weakref.finalize(self, _kill, proc)
         self._stats: dict = {}
+        self._sessions: dict = {}  # name -> its configuration, to open it again after a restart
+        self._progress, self._policy = progress, restarts
+        self._restarted_at: deque = deque()
+        self.restarts, self.last_restart = 0, ''
+        self._take(launch, loaded)
         self.status = loaded.status
         self.description = loaded.description
         self.backend, self.backend_reason = loaded.backend, loaded.backend_reason
@@ -358,11 +391,20 @@ class EngineProcess:
         self.checkpoint = None if loaded.checkpoint_spec is None else RemoteCheckpoint(
             loaded.checkpoint_spec, Path(loaded.checkpoint_path), _ForwardedDigest(self))
 
+    def _take(self, launch: Launch, loaded: Loaded) -> None:
+        """Use ``launch``'s process (loaded) for every request from here on."""
+        self._proc, self._conn, self._slot = launch.proc, launch.conn, launch.slot
+        self._max_image_bytes = launch.slot.capacity
+        self._results: Optional[mmap.mmap] = None  # the model process's results file
+        self._finalizer = weakref.finalize(self, _kill, launch.proc)
+        self.status = loaded.status
+
     @classmethod
     def start(cls, cfg: EngineConfig, progress: Callable[[str], None] = lambda _: None,
-              max_image_bytes: int = DEFAULT_IMAGE_BYTES) -> 'EngineProcess':
+              max_image_bytes: int = DEFAULT_IMAGE_BYTES,
+              restarts: RestartPolicy = RestartPolicy()) -> 'EngineProcess':
         """Start the model's process and load ``cfg`` there (:meth:`Launch.load`)."""
-        return Launch(max_image_bytes).load(cfg, progress)
+        return Launch(max_image_bytes).load(cfg, progress, restarts)
 
     # --- what the node reads ----------------------------------------------------------
 
@@ -376,9 +418,12 @@ class EngineProcess:
 
     @property
     def lost(self) -> Optional[str]:
-        """Why the model's process is gone (None while it runs)."""
-        if self._lost is None and self._proc.poll() is not None:
-            self._lost = _exit_text(self._proc)
+        """
+        Why the model's process is gone for good (None while one serves).
+
+        One that ended is replaced at the next request, as ``restarts`` allows; only when
+        it allows no more, or the replacement failed, is the engine lost.
+        """
         return self._lost
 
     @property
@@ -404,7 +449,13 @@ class EngineProcess:
 
     def new_session(self, name: str, cfg: StreamConfig) -> 'RemoteSession':
         """Open a session in the model's process; the name must be new."""
-        return RemoteSession(self, name, self.call(Op.NEW_SESSION, name, cfg))
+        session = RemoteSession(self, name, self.call(Op.NEW_SESSION, name, cfg))
+        self._sessions[name] = session.config
+        return session
+
+    def remember(self, name: str, cfg: StreamConfig) -> None:
+        """Keep a session's configuration as it changed (a restart opens it so again)."""
+        self._sessions[name] = cfg
 
     def warm_up(self, cfg: StreamConfig, input_hw: tuple, streaming_frames: int = 2) -> float:
         """Run ``Engine.warm_up`` in the model's process; return its seconds."""
@@ -414,27 +465,84 @@ class EngineProcess:
              image: Optional[np.ndarray] = None) -> Any:
         """Send one request and wait for its reply; raise what the model's process raised."""
         with self._lock:
-            if self.lost is not None:
+            if self._lost is not None:
                 raise EngineProcessLost(f'the model process is gone: {self._lost}')
             if image is not None:
                 args = (self._slot.put(image),) + args
             try:
-                self._conn.send(Request(op, session, args))
-                reply = self._reply()
+                reply = self._request(Request(op, session, args))
             except EngineProcessLost as exc:
-                self._lost = str(exc)
-                raise
-            except OSError as exc:  # the socket broke under a process not yet reaped
-                self._proc.wait(STOP_WAIT_S)
-                self._lost = _exit_text(self._proc) if self._proc.poll() is not None \
-                    else f'its socket failed: {exc}'
-                raise EngineProcessLost(f'the model process is gone: {self._lost}') from exc
+                self._replace(str(exc))  # raises EngineRestarted, or EngineProcessLost
         self.status = reply.status
         if reply.stats is not None:
             self._stats[session] = reply.stats
         if reply.error is not None:
             raise reply.error
         return reply.value
+
+    def _request(self, request: Request) -> Reply:
+        """Send one request and receive its reply; EngineProcessLost if the process ended."""
+        try:
+            self._conn.send(request)
+            return self._reply()
+        except EngineProcessLost:
+            raise
+        except OSError as exc:  # the socket broke under a process not yet reaped
+            try:
+                self._proc.wait(STOP_WAIT_S)
+            except subprocess.TimeoutExpired:
+                pass
+            why = _exit_text(self._proc) if self._proc.poll() is not None \
+                else f'its socket failed: {exc}'
+            raise EngineProcessLost(why) from exc
+
+    def _replace(self, why: str) -> None:
+        """
+        Start a new model process for one that ended, with every session opened again.
+
+        Raise :class:`EngineRestarted` once it serves; :class:`EngineProcessLost` when the
+        policy allows no more restarts or the new one fails too (then nothing is retried).
+        """
+        now = time.monotonic()
+        while self._restarted_at and now - self._restarted_at[0] > self._policy.window_s:
+            self._restarted_at.popleft()
+        self._discard()
+        if len(self._restarted_at) >= self._policy.count:
+            self._lost = why if not self.restarts else \
+                f'{why}; {self.restarts} restart(s) already, no more within ' \
+                f'{self._policy.window_s:.0f} s'
+            raise EngineProcessLost(f'the model process ended: {self._lost}')
+        self._restarted_at.append(now)
+        self._progress(f'the model process ended ({why}); starting a new one')
+        t0 = time.monotonic()
+        try:
+            launch = Launch(self._max_image_bytes)
+            self._take(launch, launch.loaded(self.config, self._progress))
+            for name, cfg in self._sessions.items():
+                reply = self._request(Request(Op.NEW_SESSION, name, (cfg,)))
+                if reply.error is not None:
+                    raise reply.error
+                self._stats.pop(name, None)
+        except Exception as exc:  # noqa: BLE001 (EngineError, a lost process, OSError ...)
+            self._discard()
+            self._lost = f'{why}; the new model process failed: {type(exc).__name__}: {exc}'
+            raise EngineProcessLost(f'the model process ended: {self._lost}') from exc
+        self.restarts += 1
+        self.last_restart = why
+        raise EngineRestarted(f'the model process ended ({why}); a new one serves after '
+                              f'{time.monotonic() - t0:.1f} s: every camera starts a new map')
+
+    def _discard(self) -> None:
+        """Close what the current process used; make sure it is gone."""
+        self._finalizer()
+        for closing in (self._conn.close, self._slot.close,
+                        self._results.close if self._results is not None else None):
+            if closing is not None:
+                try:
+                    closing()
+                except (OSError, ValueError):
+                    pass
+        self._results = None
 
     def _reply(self) -> Reply:
         """Receive the reply, mapping a new results file said before it; copy arrays out."""
@@ -474,14 +582,9 @@ class EngineProcess:
                     self._proc.wait(2.0)
                 except subprocess.TimeoutExpired:
                     pass
-            self._finalizer()  # kills it if still there
+            self._discard()  # kills it if still there
             if self._lost is None:
                 self._lost = 'closed'
-            self._conn.close()
-            self._slot.close()
-            if self._results is not None:
-                self._results.close()
-                self._results = None
         finally:
             if got:
                 self._lock.release()
@@ -512,6 +615,7 @@ class RemoteSession:
     def update(self, cfg: StreamConfig, reset: bool = False) -> None:
         """As ``Session.update``; ConfigError (nothing changed) for a field needing a reset."""
         self._cfg = self._engine.call(Op.UPDATE, self.name, cfg, bool(reset))
+        self._engine.remember(self.name, self._cfg)
 
     def stats(self) -> CacheStats:
         """Return the cache statistics sent with the last reply for this session."""
