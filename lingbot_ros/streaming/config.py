@@ -34,13 +34,19 @@ from lingbot_ros.model.config import ConfigError, PRESETS
 from lingbot_ros.model.hub import (HubSpecError, is_hub_spec, parse_hub_spec, SPEC_EXAMPLE,
                                    SPEC_FORM)
 
-KEYFRAME_MODES = ('interval', 'flow')
 DTYPES = ('float32', 'bfloat16', 'float16')
 BACKENDS = ('auto', 'sdpa', 'flashinfer')
 _DEVICE = re.compile(r'^(auto|cpu|cuda(:\d+)?)$')
 # The camera size assumed before a real camera is seen: the start-up memory estimate, the
 # compile warm-up (a camera of another size gets its own at its first frames).
 NOMINAL_INPUT_HW = (480, 640)
+
+
+class KeyframeMode(str, Enum):
+    """Which frames of a stream become keyframes (committed to the cache)."""
+
+    INTERVAL = 'interval'  # every Nth frame
+    FLOW = 'flow'          # a frame whose image moved enough since the last keyframe
 
 
 class WeightsDtype(str, Enum):
@@ -149,7 +155,7 @@ class StreamConfig:
 
     scale_frames: int = 8
     sliding_window: int = 64
-    keyframe_mode: str = 'interval'
+    keyframe_mode: KeyframeMode = KeyframeMode.INTERVAL
     keyframe_interval: int = 1
     flow_threshold_px: float = 3.0
     max_keyframe_gap: int = 30
@@ -160,14 +166,22 @@ class StreamConfig:
     trajectory_length: int = 100_000
     products: FrameProducts = FrameProducts()
 
+    def __post_init__(self) -> None:
+        """Take ``keyframe_mode`` by its name too (parameters, files); validate() judges it."""
+        if not isinstance(self.keyframe_mode, KeyframeMode):
+            try:
+                object.__setattr__(self, 'keyframe_mode', KeyframeMode(self.keyframe_mode))
+            except ValueError:
+                pass
+
     def validate(self) -> 'StreamConfig':
         """Check every field once; return self so it chains."""
         for name in ('scale_frames', 'sliding_window', 'keyframe_interval', 'max_keyframe_gap',
                      'trajectory_length'):
             value = getattr(self, name)
             _require(_is_int(value) and value >= 1, name, value, 'an integer >= 1')
-        _require(self.keyframe_mode in KEYFRAME_MODES, 'keyframe_mode', self.keyframe_mode,
-                 f'one of {list(KEYFRAME_MODES)}')
+        _require(isinstance(self.keyframe_mode, KeyframeMode), 'keyframe_mode',
+                 self.keyframe_mode, f'one of {[m.value for m in KeyframeMode]}')
         thr = self.flow_threshold_px
         _require(isinstance(thr, (int, float)) and not isinstance(thr, bool) and thr > 0
                  and thr == thr and thr != float('inf'),

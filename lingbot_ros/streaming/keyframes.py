@@ -31,7 +31,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional, Union
 
-from lingbot_ros.streaming.config import StreamConfig
+from lingbot_ros.streaming.config import KeyframeMode, StreamConfig
 
 
 @dataclass(frozen=True)
@@ -79,6 +79,6 @@ Policy = Union[IntervalPolicy, FlowPolicy]
 
 def make_policy(cfg: StreamConfig) -> Policy:
     """Build the policy ``cfg.keyframe_mode`` names."""
-    if cfg.keyframe_mode == 'flow':
+    if cfg.keyframe_mode == KeyframeMode.FLOW:
         return FlowPolicy(threshold_px=float(cfg.flow_threshold_px), max_gap=cfg.max_keyframe_gap)
     return IntervalPolicy(interval=cfg.keyframe_interval)

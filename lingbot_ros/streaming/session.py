@@ -57,7 +57,7 @@ from lingbot_ros.cache.stats import CacheStats
 from lingbot_ros.model.config import ConfigError, ModelConfig, SPECIAL_TOKENS
 from lingbot_ros.streaming import products
 from lingbot_ros.streaming.caches import CacheFactory, CacheSpec, StreamCache
-from lingbot_ros.streaming.config import StreamConfig
+from lingbot_ros.streaming.config import KeyframeMode, StreamConfig
 from lingbot_ros.streaming.host import to_host
 from lingbot_ros.streaming.keyframes import make_policy
 from lingbot_ros.streaming.result import FrameResult, FrameType
@@ -789,7 +789,7 @@ class Session:
         arrays['frame_type'] = np.array([int(r.frame_type) for r in res], dtype=np.uint8)
         arrays['is_keyframe'] = arrays['frame_type'] != FrameType.NON_KEYFRAME
         flows = [r.flow_px for r in records]
-        if self._cfg.keyframe_mode == 'flow':
+        if self._cfg.keyframe_mode == KeyframeMode.FLOW:
             arrays['flow_magnitude'] = np.array(flows, dtype=np.float64)
         if self._windows_opened:
             arrays['window_index'] = np.array([r.window_index for r in res], dtype=np.int32)

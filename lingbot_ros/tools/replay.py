@@ -38,7 +38,8 @@ import sys
 from typing import Any, Optional, Sequence
 
 from lingbot_ros.model.config import ConfigError
-from lingbot_ros.streaming.config import BACKENDS, DTYPES, EngineConfig, StreamConfig
+from lingbot_ros.streaming.config import (BACKENDS, DTYPES, EngineConfig, KeyframeMode,
+                                          StreamConfig)
 from lingbot_ros.streaming.map_cloud import MapCloud, MapCloudConfig
 import numpy as np
 
@@ -133,7 +134,7 @@ def inference_settings(config_path: Optional[str]) -> dict:
     if 'keyframe_interval' in args:
         out['keyframe_interval'] = max(1, int(args['keyframe_interval']))
     if float(args.get('flow_threshold') or 0) > 0:
-        out['keyframe_mode'] = 'flow'
+        out['keyframe_mode'] = KeyframeMode.FLOW
         out['flow_threshold_px'] = float(args['flow_threshold'])
     if 'max_non_keyframe_gap' in args:
         out['max_keyframe_gap'] = int(args['max_non_keyframe_gap'])
