@@ -5,9 +5,9 @@
 # 640x480 rgb8 from the courthouse images. Run from the repository root after the wheel
 # install line of ../shared/device/README.md; OUT is the folder the results go to.
 # Usage: benchmarks/live_h200.sh [FRAMES_15HZ] [STEPS...]
-#   steps: dds prepare 15 rclpy 30 two soak restart outputs30 15p 30p twop soakp
-#   15p 30p twop soakp: 15, 30, two and soak with the model in a process of its own
-#   (model_process:=true), written beside the in-process runs as *_model_process
+#   steps: dds prepare 15 rclpy 30 two soak restart outputs30 15p 30p twop soakp restartp
+#   15p 30p twop soakp restartp: 15, 30, two, soak and restart with the model in a process
+#   of its own (model_process:=true), written beside the in-process runs as *_model_process
 #   dds: DDS alone, the package's transport profile (DDS_TRANSPORTS="--transport default ..."
 #   for others): what arrives and the stamp-to-callback floor
 #   outputs30: 30 Hz three times, all outputs; without the map and the path; the pose alone
@@ -74,6 +74,14 @@ for step in $STEPS; do
               --cameras 2 --set model_process:=true ;;
     soakp) run live_30hz_10k_model_process 520 --rate 30 --frames 10000 --block 1000 \
                --warmup 200 --set model_process:=true ;;
+    restartp) CKPT=${CKPT:-/tmp/lingbot_random_$PRESET.safetensors}
+              [[ -f $CKPT ]] || $PY benchmarks/random_checkpoint.py --preset $PRESET --out "$CKPT" \
+                  | tee -a "$OUT/logs/restart.txt"
+              for pass in 1 2; do
+                run restart_model_process_$pass 120 --rate 15 --frames 60 --warmup 0 --block 60 \
+                    --set checkpoint:="$CKPT" --set model_process:=true | head -n 3 \
+                    | tee -a "$OUT/logs/restart.txt"
+              done ;;
     restart) CKPT=${CKPT:-/tmp/lingbot_random_$PRESET.safetensors}
              [[ -f $CKPT ]] || $PY benchmarks/random_checkpoint.py --preset $PRESET --out "$CKPT" \
                  | tee -a "$OUT/logs/restart.txt"
