@@ -22,13 +22,22 @@ attention call per layer), :class:`StreamLayout` with :func:`aggregator_layout` 
 :class:`CacheOverflow` (the typed overflow event), :class:`CacheStats`.
 """
 
-from .batch import StreamBatch
-from .dense import DenseStreamCache
-from .layout import aggregator_layout, camera_head_layout, StreamLayout
-from .overflow import CacheOverflow
-from .pool import KVPool
-from .stats import CacheStats
-from .stream import PagedStreamCache
+from importlib import import_module
+from typing import Any
+
+# name -> the module that defines it; imported on first use (PEP 562), so importing one
+# submodule (the node's process needs only ``stats``) does not import torch with the rest
+_WHERE = {'StreamBatch': 'batch', 'DenseStreamCache': 'dense',
+          'aggregator_layout': 'layout', 'camera_head_layout': 'layout',
+          'StreamLayout': 'layout', 'CacheOverflow': 'overflow', 'KVPool': 'pool',
+          'CacheStats': 'stats', 'PagedStreamCache': 'stream'}
 
 __all__ = ['aggregator_layout', 'CacheOverflow', 'CacheStats', 'camera_head_layout',
            'DenseStreamCache', 'KVPool', 'PagedStreamCache', 'StreamBatch', 'StreamLayout']
+
+
+def __getattr__(name: str) -> Any:
+    where = _WHERE.get(name)
+    if where is None:
+        raise AttributeError(f'module {__name__!r} has no attribute {name!r}')
+    return getattr(import_module(f'.{where}', __name__), name)

@@ -49,6 +49,7 @@ from typing import Optional
 import torch
 import torch.nn.functional as F  # noqa: N812
 
+from .limits import MAX_KV_SPLITS
 from .page_table import PageTable
 from .split_merge import merge_splits
 
@@ -339,7 +340,6 @@ class FlashInferRagged:
         return out.transpose(0, 1).unsqueeze(0).to(q.dtype)
 
 
-MAX_KV_SPLITS = 16
 # Query rows one CTA of FlashInfer's Hopper (FA3) prefill takes, by head size (its tile
 # table): what decides how many CTAs a frame's queries make.
 _SM90_QUERY_TILE = {64: 192, 128: 128, 256: 128}

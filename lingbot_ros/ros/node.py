@@ -567,9 +567,9 @@ class LingbotNode(LifecycleNode):
         self.params = None
         gc.unfreeze()  # what configure froze can be collected again
         gc.collect()
+        torch = sys.modules.get('torch')  # never imported with the model in its own process
         try:
-            import torch
-            if torch.cuda.is_available():
+            if torch is not None and torch.cuda.is_available():
                 torch.cuda.empty_cache()
         except Exception:  # noqa: BLE001,S110 (best effort)
             pass

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass, field
+import sys
 import threading
 import time
 from typing import Any, Callable, Deque, Optional, Protocol
@@ -34,14 +35,10 @@ from lingbot_ros.ros.camera import CameraStream, RESIZE_AFTER
 from lingbot_ros.ros.counters import Stage
 from lingbot_ros.ros.reasons import Event, Level, Rejection, Topic
 from lingbot_ros.streaming.engine_process import EngineRestarted
+from lingbot_ros.streaming.errors import FrameRejected, out_of_memory_error, SizeChanged
 from lingbot_ros.streaming.result import FrameResult
-from lingbot_ros.streaming.session import FrameRejected, SizeChanged
 import numpy as np
 
-try:  # only to recognise out-of-memory; the node runs on CPU as well
-    from torch.cuda import OutOfMemoryError
-except ImportError:  # pragma: no cover (older torch)
-    OutOfMemoryError = MemoryError
 
 NAN_RESET_AFTER = 3  # consecutive non-finite outputs before the session is rebuilt
 RESET_FLUSH_S = 10.0  # a reset waits this long at most for the old map's messages to go out
@@ -296,7 +293,7 @@ class Worker:
         waited_ms = (t0 - frame.received) * 1e3 if frame.received else None
         try:
             results = self._step(cam, frame)
-        except OutOfMemoryError as exc:
+        except out_of_memory_error() as exc:
             self._forget_stamp(cam, frame.stamp_ns)
             self._reject(cam, Rejection.OUT_OF_MEMORY, f'out of memory, frame dropped: {exc}',
                          Level.WARN)
@@ -413,9 +410,10 @@ def _finite(result: FrameResult) -> bool:
 
 
 def _empty_device_cache() -> None:
+    """Give the allocator's free blocks back (where this process runs the model)."""
+    torch = sys.modules.get('torch')  # a model process empties its own after an OOM
     try:
-        import torch
-        if torch.cuda.is_available():
+        if torch is not None and torch.cuda.is_available():
             torch.cuda.empty_cache()
     except Exception:  # noqa: BLE001,S110 (best effort)
         pass

@@ -29,7 +29,7 @@ import math
 import re
 from typing import Any, Mapping, Optional
 
-from lingbot_ros.cache.backends import MAX_KV_SPLITS
+from lingbot_ros.cache.limits import MAX_KV_SPLITS
 from lingbot_ros.model.config import ConfigError, PRESETS
 from lingbot_ros.model.hub import (HubSpecError, is_hub_spec, parse_hub_spec, SPEC_EXAMPLE,
                                    SPEC_FORM)

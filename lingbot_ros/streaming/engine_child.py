@@ -214,7 +214,7 @@ class Server:
 def _expected_errors() -> tuple:
     """Return the exceptions a frame or a config raise as expected (no traceback printed)."""
     from lingbot_ros.model.config import ConfigError
-    from lingbot_ros.streaming.session import FrameRejected, SizeChanged
+    from lingbot_ros.streaming.errors import FrameRejected, SizeChanged
     return (ConfigError, FrameRejected, SizeChanged, ValueError)
 
 

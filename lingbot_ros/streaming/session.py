@@ -58,6 +58,7 @@ from lingbot_ros.model.config import ConfigError, ModelConfig, SPECIAL_TOKENS
 from lingbot_ros.streaming import products
 from lingbot_ros.streaming.caches import CacheFactory, CacheSpec, StreamCache
 from lingbot_ros.streaming.config import KeyframeMode, StreamConfig
+from lingbot_ros.streaming.errors import FrameRejected, SizeChanged
 from lingbot_ros.streaming.host import to_host
 from lingbot_ros.streaming.keyframes import make_policy
 from lingbot_ros.streaming.result import FrameResult, FrameType
@@ -69,14 +70,6 @@ import torch
 
 
 MIN_SLIDING_WINDOW = 4  # the smallest window an out-of-memory shrink goes down to
-
-
-class FrameRejected(ValueError):
-    """A frame the model could not use (e.g. a non-finite output); the state is unchanged."""
-
-
-class SizeChanged(ValueError):
-    """A frame of another size than the stream's; the state is unchanged (reset to change)."""
 
 
 @dataclass(frozen=True)

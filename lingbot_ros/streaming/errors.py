@@ -1,0 +1,44 @@
+# Copyright 2026 The lingbot_ros Authors
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+What a session's step may refuse a frame with; importable without torch.
+
+The node's process handles these (with ``model_process`` they come back pickled from the
+model's process) and needs no model code to name them.
+"""
+
+
+class FrameRejected(ValueError):
+    """A frame the model could not use (e.g. a non-finite output); the state is unchanged."""
+
+
+class SizeChanged(ValueError):
+    """A frame of another size than the stream's; the state is unchanged (reset to change)."""
+
+
+def out_of_memory_error() -> type:
+    """
+    Return torch's CUDA out-of-memory exception, or a class nothing raises without torch.
+
+    For an ``except`` clause evaluated when an exception arrives: one raised by torch
+    (here or unpickled from the model's process) has imported torch by then.
+    """
+    import sys
+    torch = sys.modules.get('torch')
+    return getattr(getattr(torch, 'cuda', None), 'OutOfMemoryError', _NoTorchError)
+
+
+class _NoTorchError(Exception):
+    """Stands for torch's out-of-memory error in a process that never imported torch."""
