@@ -44,7 +44,8 @@ imports never meet ours):
 
 - ``ours-fp32``, ``ours-bf16`` (autocast as our Engine runs it; our default back end: FlashInfer
   on CUDA, SDPA elsewhere), ``ours-bf16-fp8cache`` (``kv_cache_dtype: float8_e4m3``; CUDA only),
-  through our public streaming API (Engine, Session);
+  ``ours-bf16-heads`` (``ours-bf16`` with the camera and depth heads under autocast too,
+  ``head_dtype: compute``), through our public streaming API (Engine, Session);
 - ``ref-fp32`` (its SDPA path, ``use_sdpa=True``) and ``ref-bf16`` (on CUDA its FlashInfer path
   under bf16 autocast with the aggregator cast to bf16, as its demo does; on a CPU only a smoke
   check: SDPA under CPU autocast), from the checkout named by ``--reference``, loaded strictly.
@@ -130,6 +131,7 @@ class RunKind(str, enum.Enum):
     OURS_FP32 = 'ours-fp32'
     OURS_BF16 = 'ours-bf16'
     OURS_BF16_FP8 = 'ours-bf16-fp8cache'
+    OURS_BF16_HEADS = 'ours-bf16-heads'
     REF_FP32 = 'ref-fp32'
     REF_BF16 = 'ref-bf16'
 
@@ -147,6 +149,11 @@ class RunKind(str, enum.Enum):
     def fp8_cache(self) -> bool:
         """Return whether the aggregator's KV cache is stored in float8 e4m3."""
         return self is RunKind.OURS_BF16_FP8
+
+    @property
+    def bf16_heads(self) -> bool:
+        """Return whether the heads compute in bfloat16 too (``head_dtype: compute``)."""
+        return self is RunKind.OURS_BF16_HEADS
 
     @property
     def own_fp32(self) -> 'RunKind':
@@ -470,8 +477,11 @@ def traced_modules(preset: str) -> List[str]:
     names.append('aggregator.patch_embed.norm')
     for i in range(cfg.aggregator.depth):
         names += [f'aggregator.frame_blocks.{i}', f'aggregator.global_blocks.{i}']
-    # the camera head's trunk, in its first refinement iteration (float32 on both sides)
+    # the camera head's trunk, in its first refinement iteration (float32 on both sides
+    # unless the heads run in bf16), and the depth head's fusion stages, coarse to fine
     names += [f'camera_head.trunk.{k}' for k in range(cfg.camera_head.trunk_depth)]
+    names += [f'depth_head.scratch.refinenet{k}' for k in (4, 3, 2, 1)]
+    names.append('depth_head.scratch.output_conv1')
     return names
 
 
@@ -541,7 +551,7 @@ def trace_table(rows: Sequence[dict], baseline: str) -> List[str]:
 def run_ours(run: RunKind, settings: Settings, weights: Path,
              images: torch.Tensor) -> Tuple[Dict[str, np.ndarray], dict]:
     """Stream ``images`` through our Engine/Session; return (arrays, facts of the run)."""
-    from lingbot_ros.streaming.config import EngineConfig, KvCacheDtype, StreamConfig
+    from lingbot_ros.streaming.config import EngineConfig, HeadDtype, KvCacheDtype, StreamConfig
     from lingbot_ros.streaming.engine import Engine
     from lingbot_ros.streaming.result import FrameType
     tf32 = set_float32_matmuls(strict=not run.bf16)
@@ -551,7 +561,8 @@ def run_ours(run: RunKind, settings: Settings, weights: Path,
                        attention_backend=settings.backend if run.bf16 else 'auto',
                        seed=settings.seed,
                        kv_cache_dtype=KvCacheDtype.FLOAT8_E4M3 if run.fp8_cache
-                       else KvCacheDtype.AUTO)
+                       else KvCacheDtype.AUTO,
+                       head_dtype=HeadDtype.COMPUTE if run.bf16_heads else HeadDtype.FLOAT32)
     engine = Engine.load(cfg, progress=lambda msg: print(f'[{run.value}] {msg}', flush=True))
     load_s = time.perf_counter() - t0
     stream = StreamConfig(scale_frames=settings.scale_frames,
@@ -587,6 +598,7 @@ def run_ours(run: RunKind, settings: Settings, weights: Path,
              'ms_per_frame': round(inference_s * 1e3 / len(images), 1),
              'backend': engine.backend, 'backend_reason': engine.backend_reason,
              'dtype': cfg.dtype, 'kv_cache_dtype': str(engine.kv_dtype).replace('torch.', ''),
+             'head_dtype': cfg.head_dtype.value,
              'cuda_graphs': engine.graph_status, 'evictions': int(stats.evictions),
              'keyframes': int(stats.keyframes), 'model': engine.description,
              'tf32': tf32, 'device': device_name(engine.device)}
@@ -1013,7 +1025,8 @@ def _measure(runs: Sequence[RunKind], settings: Settings, reference: Optional[Pa
     pairs = [(r, baseline) for r in arrays if r is not baseline]
     pairs += [(r, r.own_fp32) for r in arrays
               if r.bf16 and r.own_fp32 in arrays and r.own_fp32 is not baseline]
-    pairs += [(r, RunKind.REF_BF16) for r in (RunKind.OURS_BF16, RunKind.OURS_BF16_FP8)
+    pairs += [(r, RunKind.REF_BF16) for r in (RunKind.OURS_BF16, RunKind.OURS_BF16_FP8,
+                                              RunKind.OURS_BF16_HEADS)
               if r in arrays and RunKind.REF_BF16 in arrays]
     comparisons = []
     for run, base in pairs:
@@ -1023,7 +1036,8 @@ def _measure(runs: Sequence[RunKind], settings: Settings, reference: Optional[Pa
         'Weights: seeded random (recipe under weights.recipe), released key names, float32; '
         'both sides load the same file strictly.',
         'Float32 runs: TF32 off. bf16 runs: PyTorch defaults (cuDNN convolutions of the '
-        'float32 heads may use TF32), as deployed.',
+        'float32 heads may use TF32), as deployed; ours-bf16-heads: the heads under bf16 '
+        'autocast too (head_dtype compute).',
         f'Baseline: {baseline.value}' + ('' if baseline is RunKind.REF_FP32 else
                                          ' (ref-fp32 did not run)'),
     ]

@@ -50,10 +50,12 @@ def _stream(model, frames, step=None, window=3, scale=2):
     return outs
 
 
-@pytest.mark.parametrize('dtype', [None, torch.bfloat16])
-def test_graph_replay_equals_eager(dtype):
+@pytest.mark.parametrize('dtype,heads', [(None, False), (torch.bfloat16, False),
+                                         (torch.bfloat16, True)])
+def test_graph_replay_equals_eager(dtype, heads):
     cfg = ModelConfig.preset('tiny')
-    model = load_model(cfg, None, device='cuda', seed=3, autocast_dtype=dtype)
+    model = load_model(cfg, None, device='cuda', seed=3, autocast_dtype=dtype,
+                       head_autocast=heads)
     frames = torch.rand(9, 3, 56, 84, device='cuda', generator=None)
     eager = _stream(model, frames)
     step = GraphedStep(model, 56, 84, with_depth=True)

@@ -102,7 +102,9 @@ def _cache_bytes(cache) -> int:
 
 @pytest.mark.parametrize('options', [
     {}, {'dtype': 'bfloat16'}, {'dtype': 'bfloat16', 'weights_dtype': 'compute'},
-    {'dtype': 'float16', 'weights_dtype': 'compute'}])
+    {'dtype': 'float16', 'weights_dtype': 'compute'},
+    {'dtype': 'bfloat16', 'head_dtype': 'compute'},
+    {'dtype': 'bfloat16', 'head_dtype': 'compute', 'weights_dtype': 'compute'}])
 def test_weights_part_is_the_bytes_the_model_holds(options):
     engine = _engine(**options)
     held = sum(t.numel() * t.element_size() for t in
@@ -128,6 +130,20 @@ def test_kv_part_is_the_bytes_the_paged_caches_allocate(kv, window, limit):
     assert engine.memory_estimate(cfg, (48, 64), cameras=2).kv_pools == held
     if kv != 'auto':
         assert sessions[0]._window.agg.pool.dtype == torch.float8_e4m3fn
+
+
+def test_kv_part_counts_the_camera_pool_in_the_heads_dtype():
+    engine = _engine(dtype='bfloat16', head_dtype='compute')
+    cfg = StreamConfig(scale_frames=2, sliding_window=3, image_size=84, max_window_frames=12)
+    session = engine.new_session('a', cfg)
+    for i, frame in enumerate(_frames(4)):
+        session.step(frame, i)
+    assert session._window.camera.pool.dtype == torch.bfloat16
+    held = _cache_bytes(session._window.agg) + _cache_bytes(session._window.camera)
+    assert engine.memory_estimate(cfg, (48, 64)).kv_pools == held
+    float_heads = estimate(EngineConfig(preset='tiny', device='cpu', dtype='bfloat16'), cfg,
+                           (48, 64))
+    assert float_heads.kv_pools > held  # the camera pool in float32 takes twice the bytes
 
 
 def test_fp8_pools_take_half_of_bf16():

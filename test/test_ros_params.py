@@ -93,6 +93,7 @@ def test_defaults_map_onto_the_streaming_configs():
     ('publish_tf', 'yes', 'true or false'),
     ('scale_frames', 2.5, 'an integer'),
     ('points_confidence_percentile', 100.0, '[0.0, 99.9]'),
+    ('head_dtype', 'bfloat16', "'float32', 'compute'"),
 ])
 def test_invalid_values_name_the_parameter_value_and_rule(name, value, hint):
     with pytest.raises(ParamError) as info:
@@ -100,6 +101,17 @@ def test_invalid_values_name_the_parameter_value_and_rule(name, value, hint):
     text = str(info.value)
     assert text.startswith(f'{name}=') and repr(value) in text
     assert hint in text
+
+
+def test_head_dtype_maps_into_the_engine_config():
+    from lingbot_ros.streaming.config import HeadDtype
+    assert SPEC['head_dtype'].read_only and SPEC['head_dtype'].default == 'float32'
+    assert set(SPEC['head_dtype'].choices) == {h.value for h in HeadDtype}
+    assert params.engine_config(parse({}), cuda_available=True).head_dtype is HeadDtype.FLOAT32
+    eng = params.engine_config(parse({'head_dtype': 'compute'}), cuda_available=True)
+    assert eng.head_dtype is HeadDtype.COMPUTE and eng.dtype == 'bfloat16'
+    with pytest.raises(ParamError, match='read-only'):
+        update(parse({}), {'head_dtype': 'compute'})
 
 
 def test_cross_field_and_runtime_rules():

@@ -18,7 +18,11 @@ Camera head: iterative refinement of one camera token per frame into a 9-d pose 
 Each iteration modulates the same normalised camera token with an adaptive LayerNorm
 driven by the previous estimate, runs a small causal transformer over the frames (its
 keys and values cached per iteration and block, never evicted), and adds a delta to the
-running pre-activation estimate. Always fp32, as in the reference.
+running pre-activation estimate. fp32 by default, as in the reference; with an
+``autocast_dtype`` (see :meth:`lingbot_ros.model.network.LingBotMap.set_autocast_dtype`)
+its linear layers and attention run in that dtype, while the LayerNorms, the residual
+stream, the last pose layer and the estimate it accumulates stay float32: rounding the
+pose code itself to bf16 would move a quaternion component by up to 2**-9 of its size.
 """
 
 from __future__ import annotations
@@ -31,7 +35,7 @@ import torch.nn.functional as F
 
 from .cached_attention import attend_uncached, CachedAttention
 from .config import ModelConfig
-from .layers import Block
+from .layers import Block, float32_output, head_autocast, keep_float32
 
 POSE_DIM = 9  # translation (3), quaternion x y z w (4), fov_h, fov_w
 
@@ -42,10 +46,13 @@ class _PoseBranch(nn.Module):
     def __init__(self, dim: int) -> None:
         super().__init__()
         self.fc1 = nn.Linear(dim, dim // 2)
-        self.fc2 = nn.Linear(dim // 2, POSE_DIM)
+        self.fc2 = keep_float32(nn.Linear(dim // 2, POSE_DIM))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.fc2(F.gelu(self.fc1(x)))
+        hidden = F.gelu(self.fc1(x))
+        if torch.is_autocast_enabled(x.device.type):
+            return float32_output(self.fc2, hidden)
+        return self.fc2(hidden)
 
 
 def activate_pose(raw: torch.Tensor) -> torch.Tensor:
@@ -72,6 +79,7 @@ class CameraHead(nn.Module):
         self.poseLN_modulation = nn.Sequential(nn.SiLU(), nn.Linear(dim, 3 * dim))
         self.adaln_norm = nn.LayerNorm(dim, eps=1e-6, elementwise_affine=False)
         self.pose_branch = _PoseBranch(dim)
+        self.autocast_dtype: Optional[torch.dtype] = None  # None: float32, autocast off
 
     def forward(self, tokens: torch.Tensor, cache: Optional[CachedAttention] = None,
                 iterations: Optional[int] = None) -> Tuple[torch.Tensor, torch.Tensor]:
@@ -86,7 +94,7 @@ class CameraHead(nn.Module):
         n_iter = self.iterations if iterations is None else int(iterations)
         if n_iter < 1:
             raise ValueError(f'iterations={n_iter} is invalid: expected >= 1')
-        with torch.autocast(device_type=tokens.device.type, enabled=False):
+        with head_autocast(tokens.device.type, self.autocast_dtype):
             return self._refine(tokens.float(), cache, n_iter)
 
     def _refine(self, tokens: torch.Tensor, cache: Optional[CachedAttention],

@@ -42,7 +42,7 @@ import torch
 from torch import nn
 
 from .config import ModelConfig
-from .layers import LayerScale, MATMUL_MODULES
+from .layers import LayerScale, low_precision_layer
 from .network import LingBotMap
 
 PathLike = Union[str, Path]
@@ -311,15 +311,21 @@ AGGREGATOR_PREFIX = 'aggregator.'
 
 
 def matmul_parameters(model: nn.Module) -> frozenset:
-    """Qualified names of the parameters of linear and convolution layers in ``model``."""
+    """
+    Qualified names of the parameters of linear and convolution layers in ``model``.
+
+    Those autocast runs in its low precision: a head's last layer (``layers.keep_float32``)
+    is left out, it computes in float32 and keeps its weights so.
+    """
     return frozenset(f'{prefix}.{name}' if prefix else name
                      for prefix, module in model.named_modules()
-                     if isinstance(module, MATMUL_MODULES)
+                     if low_precision_layer(module)
                      for name, _ in module.named_parameters(recurse=False))
 
 
 def storage_dtype(name: str, dtype: torch.dtype, autocast_dtype: Optional[torch.dtype] = None,
-                  head_dtype: Optional[torch.dtype] = None, matmul: bool = True) -> torch.dtype:
+                  head_dtype: Optional[torch.dtype] = None, matmul: bool = True,
+                  head_autocast: bool = False) -> torch.dtype:
     """
     Return the dtype a floating-point weight ``name`` is kept in on the device.
 
@@ -330,10 +336,12 @@ def storage_dtype(name: str, dtype: torch.dtype, autocast_dtype: Optional[torch.
     aggregator: its DINO trunk then adds bf16 tokens, position table and LayerScale
     products, a bf16 residual stream.) With them in float32 the residual stream is float32
     throughout; on the CPU smoke run of ``benchmarks/bf16_drift.py`` our bf16 rotation
-    drift fell from 0.82 to 0.19 degrees (the reference's 0.89). The heads' weights are
-    kept in ``head_dtype``; None falls back to ``dtype``.
+    drift fell from 0.82 to 0.19 degrees (the reference's 0.89). Heads that compute in
+    float32 keep their weights in ``head_dtype`` (None falls back to ``dtype``); heads
+    that compute under autocast too (``head_autocast``, with an ``autocast_dtype``) keep
+    them as the aggregator does, whatever ``head_dtype`` says.
     """
-    if name.startswith(AGGREGATOR_PREFIX):
+    if name.startswith(AGGREGATOR_PREFIX) or (head_autocast and autocast_dtype is not None):
         if autocast_dtype is None:
             return dtype
         return autocast_dtype if matmul else torch.float32
@@ -378,14 +386,16 @@ def compute_in_float32(module: nn.Module) -> nn.Module:
 
 def _finish(model: LingBotMap, device: torch.device,
             autocast_dtype: Optional[torch.dtype],
-            head_dtype: Optional[torch.dtype] = None) -> LingBotMap:
+            head_dtype: Optional[torch.dtype] = None, head_autocast: bool = False) -> LingBotMap:
     model.aggregator.init_buffers(device)
     leftover = [n for n, t in list(model.named_parameters()) + list(model.named_buffers())
                 if t.is_meta]
     if leftover:
         raise CheckpointError(f'tensors left unmaterialised: {_keys_text(leftover)}')
-    model.set_autocast_dtype(autocast_dtype)  # the aggregator is in that dtype already
-    if head_dtype not in (None, torch.float32):
+    heads = head_autocast and autocast_dtype is not None
+    # the weights are in their dtypes already; this sets the modes (and channels-last)
+    model.set_autocast_dtype(autocast_dtype, heads=heads)
+    if not heads and head_dtype not in (None, torch.float32):
         compute_in_float32(model.camera_head)
         compute_in_float32(model.depth_head)
     return model.eval().requires_grad_(False)
@@ -394,7 +404,8 @@ def _finish(model: LingBotMap, device: torch.device,
 def load_model(cfg: ModelConfig, checkpoint: Optional[PathLike] = None,
                device: Union[str, torch.device] = 'cpu', dtype: torch.dtype = torch.float32,
                seed: int = 0, autocast_dtype: Optional[torch.dtype] = None,
-               head_dtype: Optional[torch.dtype] = None) -> LingBotMap:
+               head_dtype: Optional[torch.dtype] = None,
+               head_autocast: bool = False) -> LingBotMap:
     """
     Build the model for inference: from ``checkpoint`` strictly, or seeded random weights.
 
@@ -403,7 +414,9 @@ def load_model(cfg: ModelConfig, checkpoint: Optional[PathLike] = None,
     dtype (its other parameters in float32) and runs it under autocast, as the reference's
     GPU demo runs it. ``head_dtype`` (None: ``dtype``) stores the camera
     and depth heads' weights in that dtype; they still compute in float32
-    (:func:`compute_in_float32`).
+    (:func:`compute_in_float32`). ``head_autocast`` (with an ``autocast_dtype``) runs the
+    heads under autocast in that dtype too, their weights kept as the aggregator's
+    (``head_dtype`` is then ignored); without an ``autocast_dtype`` it changes nothing.
 
     Each weight reaches the device once, already in its storage dtype: a checkpoint's
     tensors are cast on the host and then moved; random weights are drawn one tensor
@@ -414,16 +427,17 @@ def load_model(cfg: ModelConfig, checkpoint: Optional[PathLike] = None,
     matmul = matmul_parameters(_build_meta(cfg))
 
     def final(name: str) -> torch.dtype:
-        return storage_dtype(name, dtype, autocast_dtype, head_dtype, name in matmul)
+        return storage_dtype(name, dtype, autocast_dtype, head_dtype, name in matmul,
+                             head_autocast)
     if checkpoint is None:
         model = random_init(cfg, seed, device=device, dtype=dtype, storage=final)
-        return _finish(model, device, autocast_dtype, head_dtype)
+        return _finish(model, device, autocast_dtype, head_dtype, head_autocast)
     state = read_state_dict(checkpoint)
     model = _build_meta(cfg)
     check_state_dict(state, model, str(checkpoint))
     state = {k: _placed(v, final(k), device) for k, v in state.items()}
     model.load_state_dict(state, strict=True, assign=True)
-    return _finish(model, device, autocast_dtype, head_dtype)
+    return _finish(model, device, autocast_dtype, head_dtype, head_autocast)
 
 
 def _placed(tensor: torch.Tensor, dtype: torch.dtype, device: torch.device) -> torch.Tensor:

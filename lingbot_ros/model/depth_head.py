@@ -23,18 +23,26 @@ result are added in place, which changes no number and saves one full-size map e
 Two details of the reference matter for its numbers and are kept on purpose: the
 residual units add the ReLU of their input (the reference's in-place ReLU overwrote it),
 and the 0.1-scaled sin/cos position embedding is computed in float64.
+
+With an ``autocast_dtype`` (see :meth:`lingbot_ros.model.network.LingBotMap.set_autocast_dtype`)
+the decoder runs under autocast in that dtype with channels-last activations and
+weights, the layout cuDNN's half-precision convolutions want (no NCHW <-> NHWC
+transposes around each one). The tokens are pixels with their channels last already:
+the first convolutions read them as a view. The LayerNorm statistics, the position maps,
+the last convolution and the ``exp`` activations stay float32.
 """
 
 from __future__ import annotations
 
 import math
-from typing import List, Sequence, Tuple
+from typing import List, Optional, Sequence, Tuple
 
 import torch
 from torch import nn
 import torch.nn.functional as F
 
 from .config import ModelConfig
+from .layers import float32_output, head_autocast, keep_float32
 
 POS_EMBED_SCALE = 0.1
 POS_EMBED_OMEGA0 = 100.0
@@ -130,10 +138,11 @@ class DepthHead(nn.Module):
         scratch.output_conv2 = nn.Sequential(
             nn.Conv2d(feats // 2, dh.head_features_2, 3, padding=1),
             nn.ReLU(),
-            nn.Conv2d(dh.head_features_2, 2, 1),
+            keep_float32(nn.Conv2d(dh.head_features_2, 2, 1)),
         )
         self.scratch = scratch
         self._pos_cache: dict = {}
+        self.autocast_dtype: Optional[torch.dtype] = None  # None: float32, autocast off
 
     def forward(self, layer_outputs: List[torch.Tensor], image_hw: Tuple[int, int],
                 patch_start: int = 6) -> Tuple[torch.Tensor, torch.Tensor]:
@@ -148,7 +157,7 @@ class DepthHead(nn.Module):
         s = layer_outputs[0].shape[1]
         step = s if not self.chunk or self.chunk >= s else self.chunk
         depths, confs = [], []
-        with torch.autocast(device_type=layer_outputs[0].device.type, enabled=False):
+        with head_autocast(layer_outputs[0].device.type, self.autocast_dtype):
             for start in range(0, s, step):
                 chunk = [t[:, start:start + step, patch_start:].float() for t in layer_outputs]
                 d, c = self._decode(chunk, image_hw)
@@ -173,10 +182,11 @@ class DepthHead(nn.Module):
         ph, pw = height // self.patch_size, width // self.patch_size
         aspect = width / height
         b, s = layers[0].shape[:2]
+        low = self.autocast_dtype is not None
         feats = []
         for i, tokens in enumerate(layers):
             x = self.norm(tokens.reshape(b * s, ph * pw, tokens.shape[-1]))
-            x = x.permute(0, 2, 1).reshape(b * s, -1, ph, pw)
+            x = x.permute(0, 2, 1).reshape(b * s, -1, ph, pw)  # a channels-last view
             x = self.projects[i](x)
             x.add_(self._pos(ph, pw, x.shape[1], aspect, x.device))
             feats.append(self.resize_layers[i](x))
@@ -189,7 +199,11 @@ class DepthHead(nn.Module):
         out = sc.refinenet1(out, l1, (2 * l1.shape[2], 2 * l1.shape[3]))
         out = _resize(sc.output_conv1(out), (ph * self.patch_size, pw * self.patch_size))
         out.add_(self._pos(out.shape[2], out.shape[3], out.shape[1], aspect, out.device))
-        out = sc.output_conv2(out)
+        if low:
+            last = sc.output_conv2[-1]
+            out = float32_output(last, sc.output_conv2[:-1](out))
+        else:
+            out = sc.output_conv2(out)
         depth = out[:, 0].exp().reshape(b, s, out.shape[2], out.shape[3], 1)
         conf = (1 + out[:, 1].exp()).reshape(b, s, out.shape[2], out.shape[3])
         return depth, conf

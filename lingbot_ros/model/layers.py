@@ -31,9 +31,53 @@ import torch.nn.functional as F
 
 # the layers autocast runs in its low precision: their weights may be stored in it
 MATMUL_MODULES = (nn.Linear, nn.Conv2d, nn.ConvTranspose2d)
+FLOAT32_ATTR = 'keeps_float32'  # set by keep_float32 on a head's last layer
 
 Rotate = Callable[[torch.Tensor], torch.Tensor]
 Attend = Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
+
+
+def keep_float32(layer: nn.Module) -> nn.Module:
+    """
+    Mark a head's last layer (before ``exp`` or the pose code) to stay float32 under autocast.
+
+    Measured on the depth head's 32 -> 2 convolution (release structure, courthouse
+    frames): rounding only its weights to bf16 moved the median depth by 0.48 %, as much
+    as every other layer of the decoder in bf16 together; what it rounds, the output
+    carries (its output is the log of the depth). Its weights are kept float32 too.
+    """
+    setattr(layer, FLOAT32_ATTR, True)
+    return layer
+
+
+def low_precision_layer(module: nn.Module) -> bool:
+    """Tell whether autocast may run ``module`` (and keep its weights) in low precision."""
+    return isinstance(module, MATMUL_MODULES) and not getattr(module, FLOAT32_ATTR, False)
+
+
+def float32_output(layer: nn.Module, x: torch.Tensor) -> torch.Tensor:
+    """
+    Run ``layer`` (a Linear, or a 1x1 Conv2d) in float32 whatever the autocast state.
+
+    A 1x1 convolution runs as a matrix product over the channels: cuBLAS keeps float32
+    products in float32 by default, where cuDNN would use TF32 (10-bit mantissas).
+    """
+    weight = layer.weight.float()
+    bias = None if layer.bias is None else layer.bias.float()
+    with torch.autocast(device_type=x.device.type, enabled=False):
+        if isinstance(layer, nn.Linear):
+            return F.linear(x.float(), weight, bias)
+        if isinstance(layer, nn.Conv2d) and weight.shape[2:] == (1, 1) and \
+                layer.stride == (1, 1) and layer.padding == (0, 0) and layer.groups == 1:
+            out = F.linear(x.float().permute(0, 2, 3, 1), weight[:, :, 0, 0], bias)
+            return out.permute(0, 3, 1, 2)
+    raise TypeError(f'float32_output takes a Linear or a 1x1 Conv2d, not {layer}')
+
+
+def head_autocast(device_type: str, dtype: Optional[torch.dtype]) -> torch.autocast:
+    """Return the autocast context a head runs in: off for None (float32), else ``dtype``."""
+    return torch.autocast(device_type=device_type, dtype=dtype or torch.float32,
+                          enabled=dtype is not None)
 
 
 def plain_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:

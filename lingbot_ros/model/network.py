@@ -33,20 +33,31 @@ from .cached_attention import CachedAttention
 from .camera_head import CameraHead
 from .config import ModelConfig, SPECIAL_TOKENS
 from .depth_head import DepthHead
-from .layers import MATMUL_MODULES
+from .layers import low_precision_layer
 
 AUTOCAST_DTYPES = (None, torch.bfloat16, torch.float16)
 
 
 @dataclass(frozen=True)
 class ModelOutput:
-    """Predictions for the S frames of one call (fp32)."""
+    """Predictions for the S frames of one call (fp32, whatever the heads compute in)."""
 
     pose_enc: torch.Tensor  # [S, 9]: T (3), quaternion xyzw (4), fov_h, fov_w
     pose_enc_iters: torch.Tensor  # [S, iterations, 9]
     depth: Optional[torch.Tensor]  # [S, H, W, 1] or None
     depth_conf: Optional[torch.Tensor]  # [S, H, W] or None
     camera_tokens: torch.Tensor  # [S, 4, 2C]: token 0 of each selected layer
+
+
+def _cast_matmul_weights(module: nn.Module, dtype: Optional[torch.dtype]) -> None:
+    """Keep ``module``'s linear and convolution weights in ``dtype`` (None: fp32), others fp32."""
+    for sub in module.modules():
+        low = low_precision_layer(sub) and dtype is not None
+        for name, param in list(sub.named_parameters(recurse=False)):
+            want = dtype if low else torch.float32
+            if param.dtype != want:
+                sub._parameters[name] = nn.Parameter(param.detach().to(want),
+                                                     requires_grad=param.requires_grad)
 
 
 class LingBotMap(nn.Module):
@@ -67,28 +78,38 @@ class LingBotMap(nn.Module):
         p = self.cfg.patch_size
         return SPECIAL_TOKENS + (height // p) * (width // p)
 
-    def set_autocast_dtype(self, dtype: Optional[torch.dtype]) -> 'LingBotMap':
+    def set_autocast_dtype(self, dtype: Optional[torch.dtype],
+                           heads: bool = False) -> 'LingBotMap':
         """
         Run the aggregator under autocast in ``dtype`` (None: fp32), as the reference GPU demo.
 
         The aggregator's linear and convolution weights are cast to ``dtype``; its other
         parameters stay float32 (``checkpoint.storage_dtype`` says why). The heads stay
-        fp32 and always run with autocast off. Casting down is lossy: going back to None
-        afterwards keeps the rounded weights.
+        fp32 and run with autocast off unless ``heads``: then they run under autocast in
+        ``dtype`` too, their linear and convolution weights cast to it and the depth
+        head's convolution weights made channels-last (their other parameters float32).
+        Casting down is lossy: going back to None (or to float32 heads) afterwards keeps
+        the rounded weights.
         """
         if dtype not in AUTOCAST_DTYPES:
             raise ValueError(f'autocast_dtype={dtype!r} is invalid: expected one of '
                              f'{AUTOCAST_DTYPES}')
-        for module in self.aggregator.modules():
-            low = isinstance(module, MATMUL_MODULES) and dtype is not None
-            for name, param in list(module.named_parameters(recurse=False)):
-                want = dtype if low else torch.float32
-                if param.dtype != want:
-                    module._parameters[name] = nn.Parameter(param.detach().to(want),
-                                                            requires_grad=param.requires_grad)
+        _cast_matmul_weights(self.aggregator, dtype)
         self.aggregator.init_buffers()
         self.autocast_dtype = dtype
+        low_heads = dtype if heads else None
+        if low_heads is not None or self.head_autocast_dtype is not None:
+            for head in (self.camera_head, self.depth_head):
+                _cast_matmul_weights(head, low_heads)
+            layout = torch.channels_last if low_heads is not None else torch.contiguous_format
+            self.depth_head.to(memory_format=layout)
+        self.camera_head.autocast_dtype = self.depth_head.autocast_dtype = low_heads
         return self
+
+    @property
+    def head_autocast_dtype(self) -> Optional[torch.dtype]:
+        """Return the dtype the heads compute in under autocast (None: float32)."""
+        return self.depth_head.autocast_dtype
 
     def forward(self, images: torch.Tensor, *, time_index: Union[int, torch.Tensor],
                 first_frame: bool,

@@ -31,8 +31,9 @@ from typing import Any, Callable, Mapping, Optional
 
 from lingbot_ros.ros.conventions import map_from_optical
 from lingbot_ros.ros.executor import ExecutorKind
-from lingbot_ros.streaming.config import (EngineConfig, FrameProducts, KvCacheDtype,
-                                          PointsSpec, StreamConfig, WeightsDtype)
+from lingbot_ros.streaming.config import (EngineConfig, FrameProducts, HeadDtype,
+                                          KvCacheDtype, PointsSpec, StreamConfig,
+                                          WeightsDtype)
 from lingbot_ros.streaming.map_cloud import MapCloudConfig
 from rcl_interfaces.msg import (FloatingPointRange, IntegerRange, ParameterDescriptor,
                                 ParameterType)
@@ -112,6 +113,14 @@ SPECS: tuple[Spec, ...] = (
          "'float8_e4m3': half the bytes of bfloat16 (opt-in; drift against float32 on real "
          'images 0.32 deg rotation, 0.68 % depth, as with the bf16 cache: see the README).',
          read_only=True, choices=('auto', 'float8_e4m3')),
+    Spec('head_dtype', 'float32', "What the camera and depth heads compute in. 'float32': "
+         "autocast off in the heads, as the reference; 'compute': under autocast in dtype "
+         'too (channels-last convolutions; their last layers, exp and LayerNorms stay '
+         'float32; weights as the aggregator keeps them, whatever weights_dtype says). No '
+         'effect when dtype is float32. Drift against float32 on real images (CPU smoke run, '
+         'benchmarks/README.md): depth median 0.50 % instead of 0.17 % (the '
+         "reference's bf16: 0.78 %), rotation unchanged; the speed on the H200 is still "
+         'to be measured.', read_only=True, choices=tuple(h.value for h in HeadDtype)),
     Spec('depth_chunk_frames', 0, 'Frames the depth head decodes at once in a multi-frame '
          "call (0: the model's own, 8); 1 bounds the scale call's memory (about 1.1 GiB less "
          'at 294x518).', read_only=True, low=0, high=64),
@@ -270,6 +279,7 @@ class ModelParams:
     attention_kv_splits: int
     weights_dtype: str
     kv_cache_dtype: str
+    head_dtype: str
     depth_chunk_frames: int
     expandable_segments: bool
     model_process: bool
@@ -516,6 +526,7 @@ def engine_config(p: NodeParams, cuda_available: bool) -> EngineConfig:
                         attention_backend=m.attention_backend, seed=m.seed,
                         cuda_graphs=m.cuda_graphs, weights_dtype=WeightsDtype(m.weights_dtype),
                         kv_cache_dtype=KvCacheDtype(m.kv_cache_dtype),
+                        head_dtype=HeadDtype(m.head_dtype),
                         depth_chunk_frames=m.depth_chunk_frames,
                         expandable_segments=m.expandable_segments,
                         torch_compile=m.torch_compile,

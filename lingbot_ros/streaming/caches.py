@@ -71,6 +71,7 @@ class CacheSpec:
     dtype: torch.dtype
     backend: str = 'sdpa'
     kv_splits: int = 0   # FlashInfer key parts per call (0: auto, see PagedStreamCache)
+    camera_dtype: torch.dtype = torch.float32  # what the camera head computes in
 
 
 CacheFactory = Callable[[CacheSpec], 'tuple[StreamCache, StreamCache]']
@@ -90,7 +91,7 @@ def paged_cache_factory(spec: CacheSpec) -> 'tuple[StreamCache, StreamCache]':
 
     The aggregator pool holds ``scale_frames + sliding_window + 1`` patch pages and the
     special tokens of ``max_frames`` frames; the camera head's holds ``max_frames``
-    tokens per layer in float32 (the head runs in float32 under any autocast).
+    tokens per layer in ``camera_dtype`` (float32 unless the heads run under autocast).
     """
     from lingbot_ros.cache.layout import aggregator_layout, camera_head_layout
     from lingbot_ros.cache.stream import PagedStreamCache
@@ -103,6 +104,6 @@ def paged_cache_factory(spec: CacheSpec) -> 'tuple[StreamCache, StreamCache]':
                                     spec.backend, spec.kv_splits)
     camera = PagedStreamCache.allocate(camera_head_layout(capacity=spec.max_frames),
                                        spec.camera_layers, spec.camera_heads,
-                                       spec.camera_head_dim, torch.float32, spec.device,
+                                       spec.camera_head_dim, spec.camera_dtype, spec.device,
                                        'sdpa')
     return agg, camera

@@ -50,10 +50,29 @@ class KeyframeMode(str, Enum):
 
 
 class WeightsDtype(str, Enum):
-    """How the weights are stored on the device (``dtype`` is what the aggregator runs in)."""
+    """
+    How the weights are stored on the device (``dtype`` is what the aggregator runs in).
+
+    For the heads this matters only while they compute in float32 (``head_dtype``
+    float32); heads under autocast keep their weights as the aggregator does.
+    """
 
     AUTO = 'auto'        # the aggregator in dtype, the heads in float32 (as the reference)
-    COMPUTE = 'compute'  # every weight in dtype; the heads still compute in float32
+    COMPUTE = 'compute'  # every weight in dtype; float32 heads still compute in float32
+
+
+class HeadDtype(str, Enum):
+    """
+    What the camera and depth heads compute in (``dtype`` is what the aggregator runs in).
+
+    Under ``COMPUTE`` their linear and convolution weights are kept in ``dtype`` and their
+    other parameters in float32, whatever ``weights_dtype`` says (``weights_dtype`` only
+    decides how heads that compute in float32 keep their weights). A float32 engine has
+    no autocast: there both choices run the same float32 heads.
+    """
+
+    FLOAT32 = 'float32'  # autocast off in the heads, as the reference
+    COMPUTE = 'compute'  # under autocast in dtype: channels-last bf16 convolutions, bf16 GEMMs
 
 
 class KvCacheDtype(str, Enum):
@@ -235,6 +254,15 @@ class EngineConfig:
     segments, so memory freed by one phase (the scale call) is there for the next (a
     CUDA-graph capture) instead of staying stranded in half-used blocks.
 
+    ``head_dtype='compute'`` runs the camera head and the depth head under autocast in
+    ``dtype`` too (off by default: float32 heads, as the reference). The depth head's
+    convolutions then run channels-last; what turns a head's sums into outputs stays
+    float32 (the last pose layer and the ``T, q, fov`` it accumulates, the last depth
+    convolution and its ``exp`` / ``1 + exp``, every LayerNorm's statistics), and the
+    camera head's KV cache is kept in ``dtype``. Its linear and convolution weights are
+    then stored in ``dtype``, its other parameters in float32, so ``weights_dtype`` no
+    longer matters for the heads. Nothing changes on a float32 engine.
+
     ``torch_compile`` (CUDA only, off by default) fuses what each transformer block
     computes around attention with ``torch.compile`` (see :mod:`lingbot_ros.model.compiled`):
     faster frames, but the first call of each shape compiles for tens of seconds.
@@ -254,6 +282,7 @@ class EngineConfig:
     cuda_graphs: bool = True  # replay streaming frames as CUDA graphs (CUDA only)
     weights_dtype: WeightsDtype = WeightsDtype.AUTO
     kv_cache_dtype: KvCacheDtype = KvCacheDtype.AUTO
+    head_dtype: HeadDtype = HeadDtype.FLOAT32
     depth_chunk_frames: int = 0
     expandable_segments: bool = False
     torch_compile: bool = False
@@ -261,7 +290,8 @@ class EngineConfig:
 
     def __post_init__(self) -> None:
         # Parameters arrive as strings (YAML, ROS): take the enum member that has the value.
-        for name, kind in (('weights_dtype', WeightsDtype), ('kv_cache_dtype', KvCacheDtype)):
+        for name, kind in (('weights_dtype', WeightsDtype), ('kv_cache_dtype', KvCacheDtype),
+                           ('head_dtype', HeadDtype)):
             value = getattr(self, name)
             if isinstance(value, str) and not isinstance(value, kind) and \
                     value in {m.value for m in kind}:
@@ -294,6 +324,8 @@ class EngineConfig:
                  self.weights_dtype, f'one of {[m.value for m in WeightsDtype]}')
         _require(isinstance(self.kv_cache_dtype, KvCacheDtype), 'kv_cache_dtype',
                  self.kv_cache_dtype, f'one of {[m.value for m in KvCacheDtype]}')
+        _require(isinstance(self.head_dtype, HeadDtype), 'head_dtype', self.head_dtype,
+                 f'one of {[m.value for m in HeadDtype]}')
         _require(_is_int(self.depth_chunk_frames) and self.depth_chunk_frames >= 0,
                  'depth_chunk_frames', self.depth_chunk_frames,
                  "an integer >= 0 (0 = the model's own chunk)")

@@ -32,8 +32,8 @@ from lingbot_ros.model.config import ConfigError, ModelConfig
 from lingbot_ros.model.graphs import GraphedStep, stageable, StagingRefused
 from lingbot_ros.model.hub import HubError, resolve_checkpoint, ResolvedCheckpoint
 from lingbot_ros.streaming.caches import CacheFactory, paged_cache_factory
-from lingbot_ros.streaming.config import (EngineConfig, KvCacheDtype, StreamConfig,
-                                          WeightsDtype)
+from lingbot_ros.streaming.config import (EngineConfig, HeadDtype, KvCacheDtype,
+                                          StreamConfig, WeightsDtype)
 from lingbot_ros.streaming.device_memory import DeviceMemory, read_device_memory
 from lingbot_ros.streaming.session import Prepared, Session, SessionContext
 import numpy as np
@@ -76,8 +76,23 @@ def kv_storage_dtype(cfg: EngineConfig) -> torch.dtype:
 
 
 def head_storage_dtype(cfg: EngineConfig) -> torch.dtype:
-    """Return the dtype the heads' weights are kept in (they compute in float32 anyway)."""
+    """
+    Return the dtype float32-computing heads keep their weights in.
+
+    Heads under autocast (:func:`heads_autocast`) keep theirs as the aggregator does
+    (linear and convolution weights in ``dtype``, the rest float32) instead.
+    """
     return _DTYPES[cfg.dtype] if cfg.weights_dtype == WeightsDtype.COMPUTE else torch.float32
+
+
+def heads_autocast(cfg: EngineConfig) -> bool:
+    """Tell whether the heads compute under autocast: ``head_dtype='compute'`` below float32."""
+    return cfg.head_dtype == HeadDtype.COMPUTE and _DTYPES[cfg.dtype] != torch.float32
+
+
+def camera_kv_dtype(cfg: EngineConfig) -> torch.dtype:
+    """Return the camera head cache's storage dtype: what the head's attention runs in."""
+    return _DTYPES[cfg.dtype] if heads_autocast(cfg) else torch.float32
 
 
 class EngineError(RuntimeError):
@@ -176,9 +191,11 @@ class Engine:
                  cache_factory: Optional[CacheFactory] = None, cuda_graphs: bool = False,
                  checkpoint: Optional[ResolvedCheckpoint] = None,
                  kv_dtype: Optional[torch.dtype] = None,
-                 config: Optional[EngineConfig] = None) -> None:
+                 config: Optional[EngineConfig] = None,
+                 camera_kv_dtype: torch.dtype = torch.float32) -> None:
         self.model = model
         self.kv_dtype = kv_dtype or dtype  # the aggregator cache's storage dtype
+        self.camera_kv_dtype = camera_kv_dtype  # the camera head cache's
         self.config = config  # what it was loaded from (None: built by hand)
         # the weights' file, its sha256 and the spec it came from; None: random weights
         self.checkpoint = checkpoint
@@ -208,7 +225,8 @@ class Engine:
 
         ``dtype`` other than float32 keeps the aggregator's weights in that dtype and runs
         it under autocast (heads in float32), as the reference; ``weights_dtype='compute'``
-        keeps the heads' weights in that dtype too (still computing in float32). Each
+        keeps the heads' weights in that dtype too (still computing in float32);
+        ``head_dtype='compute'`` runs the heads under autocast as well. Each
         weight reaches the device once, in its final dtype. An ``hf://`` checkpoint is
         resolved through the Hugging Face cache first; the file read and its sha256
         (computed on a thread of its own, ``engine.checkpoint.digest``) end up in
@@ -241,7 +259,8 @@ class Engine:
                                device=device, dtype=torch.float32,
                                seed=cfg.seed,
                                autocast_dtype=None if dtype == torch.float32 else dtype,
-                               head_dtype=head_storage_dtype(cfg))
+                               head_dtype=head_storage_dtype(cfg),
+                               head_autocast=heads_autocast(cfg))
         except CheckpointError as exc:
             raise EngineError(str(exc)) from exc
         phases['checkpoint and weights'] = time.monotonic() - t
@@ -264,7 +283,7 @@ class Engine:
             description = str(cfg.checkpoint)
         engine = cls(model, model_cfg, device, dtype, backend, description,
                      cuda_graphs=cfg.cuda_graphs, checkpoint=resolved, kv_dtype=kv_dtype,
-                     config=cfg)
+                     config=cfg, camera_kv_dtype=camera_kv_dtype(cfg))
         engine.backend_reason = backend_reason
         engine.load_phases = phases
         engine.compiled_blocks, engine.compile_status = blocks, compile_status
@@ -275,7 +294,7 @@ class Engine:
         return SessionContext(model=self.runner, model_config=self.model_config,
                               device=self.device, dtype=self.dtype, backend=self.backend,
                               cache_factory=self.cache_factory, prepare=self._prepare,
-                              kv_dtype=self.kv_dtype,
+                              kv_dtype=self.kv_dtype, camera_kv_dtype=self.camera_kv_dtype,
                               kv_splits=self.config.attention_kv_splits if self.config else 0)
 
     def memory_estimate(self, stream_cfg: StreamConfig, input_hw: tuple, cameras: int = 1):

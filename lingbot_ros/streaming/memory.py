@@ -46,7 +46,8 @@ from lingbot_ros.cache.layout import aggregator_layout, camera_head_layout, Stre
 from lingbot_ros.model.checkpoint import _build_meta, matmul_parameters, storage_dtype
 from lingbot_ros.model.config import ModelConfig, SPECIAL_TOKENS
 from lingbot_ros.streaming.config import EngineConfig, StreamConfig
-from lingbot_ros.streaming.engine import _DTYPES, head_storage_dtype, kv_storage_dtype
+from lingbot_ros.streaming.engine import (_DTYPES, camera_kv_dtype, head_storage_dtype,
+                                          heads_autocast, kv_storage_dtype)
 from lingbot_ros.streaming.preprocess import plan_transform
 import torch
 
@@ -154,17 +155,18 @@ def _device_type(cfg: EngineConfig) -> str:
 
 
 def weight_bytes(mc: ModelConfig, dtype: torch.dtype, autocast_dtype: Optional[torch.dtype],
-                 head_dtype: Optional[torch.dtype]) -> int:
+                 head_dtype: Optional[torch.dtype], head_autocast: bool = False) -> int:
     """
     Bytes of the model's weights as ``load_model`` keeps them (exact).
 
     sum over parameters of numel x size(storage dtype) (aggregator: ``autocast_dtype``,
-    heads: ``head_dtype``, each falling back to ``dtype``) + the fp32 buffers.
+    heads: ``head_dtype``, or as the aggregator with ``head_autocast``; each falling back
+    to ``dtype``) + the fp32 buffers.
     """
     model = _build_meta(mc)
     matmul = matmul_parameters(model)
     total = sum(p.numel() * _size(storage_dtype(n, dtype, autocast_dtype, head_dtype,
-                                                n in matmul))
+                                                n in matmul, head_autocast))
                 for n, p in model.named_parameters())
     return total + sum(b.numel() * _size(torch.float32) for b in model.buffers())
 
@@ -179,14 +181,15 @@ def _stream_cache_bytes(layout: StreamLayout, layers: int, heads: int, head_dim:
 
 
 def kv_pool_bytes(mc: ModelConfig, stream: StreamConfig, model_hw: Tuple[int, int],
-                  kv_dtype: torch.dtype) -> int:
+                  kv_dtype: torch.dtype, camera_dtype: torch.dtype = torch.float32) -> int:
     """
     Bytes of one camera's paged caches, as ``paged_cache_factory`` allocates them (exact).
 
     Aggregator: ``StreamLayout.nbytes`` = 2 * depth * pages * P * heads * head_dim * size,
     with P = patches per frame, pages = scale + window + 1 + ceil(F * 6 / P) and F the
-    window limit (``max_window_frames`` or the model's ``max_frame_num``). Camera head
-    (float32): 2 * trunk_depth * iterations * ceil(F / 64) * 64 * heads * head_dim * 4.
+    window limit (``max_window_frames`` or the model's ``max_frame_num``). Camera head (in
+    ``camera_dtype``, c bytes): 2 * trunk_depth * iterations * ceil(F / 64) * 64 * heads *
+    head_dim * c.
     Plus each pool's int32 page ids and page table.
     """
     p = mc.patch_size
@@ -200,12 +203,15 @@ def kv_pool_bytes(mc: ModelConfig, stream: StreamConfig, model_hw: Tuple[int, in
     cam_layout = camera_head_layout(capacity=limit)
     return (_stream_cache_bytes(agg_layout, agg.depth, agg.num_heads, agg.head_dim, kv_dtype)
             + _stream_cache_bytes(cam_layout, cam.trunk_depth * iterations, cam.num_heads,
-                                  mc.head_width // cam.num_heads, torch.float32))
+                                  mc.head_width // cam.num_heads, camera_dtype))
 
 
 def _depth_frame_bytes(mc: ModelConfig, model_hw: Tuple[int, int]) -> int:
     """
     Peak bytes of the DPT decoder for one frame (fp32), the largest of its three stages.
+
+    With ``head_dtype='compute'`` most of these maps are in the 2-byte compute dtype;
+    the float32 count is kept for them as an upper bound until a GPU run measures it.
 
     With F features, A1 = (4 gh)(4 gw) (the finest token map), A0 = 4 A1 (refinenet1's
     output) and Af = H W: refinenet1 holds its resize and 1x1 output at A0 beside about
@@ -328,12 +334,14 @@ def estimate(engine_cfg: EngineConfig, stream_cfg: StreamConfig, input_hw: Tuple
     compute = _DTYPES[engine_cfg.dtype]
     kv_dtype = kv_storage_dtype(engine_cfg)
     head_dtype = head_storage_dtype(engine_cfg)
+    low_heads = heads_autocast(engine_cfg)
     model_hw = plan_transform(tuple(input_hw), stream_cfg.image_size, mc.patch_size).model_hw
     h, w = model_hw
 
     autocast = None if compute == torch.float32 else compute
-    weights = weight_bytes(mc, torch.float32, autocast, head_dtype)
-    kv = cameras * kv_pool_bytes(mc, stream_cfg, model_hw, kv_dtype)
+    weights = weight_bytes(mc, torch.float32, autocast, head_dtype, low_heads)
+    kv = cameras * kv_pool_bytes(mc, stream_cfg, model_hw, kv_dtype,
+                                 camera_kv_dtype(engine_cfg))
 
     cuda = device == 'cuda'
     graphs = cuda and engine_cfg.cuda_graphs
@@ -349,7 +357,8 @@ def estimate(engine_cfg: EngineConfig, stream_cfg: StreamConfig, input_hw: Tuple
     if backend == 'flashinfer':
         workspace += WORKSPACE_BYTES + cameras * WRAPPER_INT_WORKSPACE_BYTES
 
-    upcast = 4 * _largest_head_weight(mc) if head_dtype != torch.float32 else 0
+    upcast = 4 * _largest_head_weight(mc) \
+        if head_dtype != torch.float32 and not low_heads else 0
     kv_upcast = fp8_upcast_bytes(mc, stream_cfg, model_hw, compute) \
         if is_fp8(kv_dtype) and backend != 'flashinfer' else 0
     chunk = engine_cfg.depth_chunk_frames

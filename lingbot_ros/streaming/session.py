@@ -96,6 +96,7 @@ class SessionContext:
     cache_factory: CacheFactory
     prepare: Optional[PrepareFn] = None
     kv_dtype: Optional[torch.dtype] = None  # the aggregator cache's storage (None: dtype)
+    camera_kv_dtype: torch.dtype = torch.float32  # the camera head cache's (its compute dtype)
     kv_splits: int = 0  # FlashInfer key parts per call (0: auto)
 
 
@@ -415,6 +416,7 @@ class Session:
                     camera_layers=cam.trunk_depth * self._iterations(),
                     camera_heads=cam.num_heads, camera_head_dim=mc.head_width // cam.num_heads,
                     device=self._ctx.device, dtype=self._ctx.kv_dtype or self._ctx.dtype,
+                    camera_dtype=self._ctx.camera_kv_dtype,
                     backend=self._ctx.backend, kv_splits=self._ctx.kv_splits)
                 try:
                     self._caches = (key, *self._ctx.cache_factory(spec))

@@ -33,7 +33,7 @@ import sys
 import time
 from typing import Optional, Sequence
 
-from lingbot_ros.streaming.config import EngineConfig, StreamConfig
+from lingbot_ros.streaming.config import EngineConfig, HeadDtype, StreamConfig
 from lingbot_ros.streaming.engine import Engine
 import numpy as np
 import torch
@@ -147,6 +147,11 @@ def _kv_splits(engine: Engine, args: argparse.Namespace) -> int:
                           engine.device)
 
 
+def _dtype_name(dtype: Optional[torch.dtype]) -> str:
+    """Name what the heads compute in (None: float32, autocast off)."""
+    return str(dtype or torch.float32).replace('torch.', '')
+
+
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog='lingbot-ros-bench', description=__doc__.split('\n')[1])
     p.add_argument('--preset', default='release')
@@ -169,6 +174,10 @@ def _parser() -> argparse.ArgumentParser:
                    help="torch.compile the blocks' pieces around attention (CUDA only)")
     p.add_argument('--kv-splits', type=int, default=0,
                    help='FlashInfer key parts per frame (0: auto)')
+    p.add_argument('--head-dtype', default=HeadDtype.FLOAT32.value,
+                   choices=[h.value for h in HeadDtype],
+                   help="what the camera and depth heads compute in: 'float32' (as the "
+                   "reference) or 'compute' (under autocast in --dtype; no effect in float32)")
     p.add_argument('--profile', action='store_true',
                    help='after timing, profile one more run and print the top kernels')
     p.add_argument('--seed', type=int, default=0)
@@ -194,7 +203,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                                           attention_backend=args.backend, seed=args.seed,
                                           cuda_graphs=not args.eager,
                                           torch_compile=args.compile,
-                                          attention_kv_splits=args.kv_splits))
+                                          attention_kv_splits=args.kv_splits,
+                                          head_dtype=HeadDtype(args.head_dtype)))
         t = time.perf_counter()   # the warm-up builds kernels, compiles and captures
         for _ in range(args.warmup):
             run_once(engine, stream, images[:args.scale_frames + 4])
@@ -210,7 +220,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                        backend_reason=engine.backend_reason,
                        cuda_graphs=engine.graph_status, torch_compile=engine.compile_status,
                        warmup_s=warmup_s, model=engine.description, stats=run['stats'].as_dict(),
-                       kv_splits=_kv_splits(engine, args))
+                       kv_splits=_kv_splits(engine, args), head_dtype=args.head_dtype,
+                       heads_compute_in=_dtype_name(engine.model.head_autocast_dtype))
         runs[dtype] = run
         results[dtype] = summary
         if args.profile:
@@ -229,6 +240,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
               f"{r['steady_ms_median']:.1f} ms (p90 {r['steady_ms_p90']:.1f}), "
               f"{r['steady_fps']:.1f} FPS, backend {r['backend']}, graphs {r['cuda_graphs']}, "
               f"compile {r['torch_compile']}, key parts {r['kv_splits']}, "
+              f"heads in {r['heads_compute_in']}, "
               f"warm-up {r['warmup_s']:.1f} s")
     if 'drift_vs_float32' in results:
         print('drift vs float32:', results['drift_vs_float32'])
