@@ -45,7 +45,9 @@ imports never meet ours):
 - ``ours-fp32``, ``ours-bf16`` (autocast as our Engine runs it; our default back end: FlashInfer
   on CUDA, SDPA elsewhere), ``ours-bf16-fp8cache`` (``kv_cache_dtype: float8_e4m3``; CUDA only),
   ``ours-bf16-heads`` (``ours-bf16`` with the camera and depth heads under autocast too,
-  ``head_dtype: compute``), through our public streaming API (Engine, Session);
+  ``head_dtype: compute``), ``ours-bf16-weights`` (``weights_dtype: compute``: the heads'
+  linear and convolution weights in bf16, computing in float32, as the 8 GB profile),
+  through our public streaming API (Engine, Session);
 - ``ref-fp32`` (its SDPA path, ``use_sdpa=True``) and ``ref-bf16`` (on CUDA its FlashInfer path
   under bf16 autocast with the aggregator cast to bf16, as its demo does; on a CPU only a smoke
   check: SDPA under CPU autocast), from the checkout named by ``--reference``, loaded strictly.
@@ -132,6 +134,7 @@ class RunKind(str, enum.Enum):
     OURS_BF16 = 'ours-bf16'
     OURS_BF16_FP8 = 'ours-bf16-fp8cache'
     OURS_BF16_HEADS = 'ours-bf16-heads'
+    OURS_BF16_WEIGHTS = 'ours-bf16-weights'
     REF_FP32 = 'ref-fp32'
     REF_BF16 = 'ref-bf16'
 
@@ -154,6 +157,11 @@ class RunKind(str, enum.Enum):
     def bf16_heads(self) -> bool:
         """Return whether the heads compute in bfloat16 too (``head_dtype: compute``)."""
         return self is RunKind.OURS_BF16_HEADS
+
+    @property
+    def low_weights(self) -> bool:
+        """Return whether the heads keep their weights in bfloat16 (``weights_dtype: compute``)."""
+        return self is RunKind.OURS_BF16_WEIGHTS
 
     @property
     def own_fp32(self) -> 'RunKind':
@@ -551,7 +559,8 @@ def trace_table(rows: Sequence[dict], baseline: str) -> List[str]:
 def run_ours(run: RunKind, settings: Settings, weights: Path,
              images: torch.Tensor) -> Tuple[Dict[str, np.ndarray], dict]:
     """Stream ``images`` through our Engine/Session; return (arrays, facts of the run)."""
-    from lingbot_ros.streaming.config import EngineConfig, HeadDtype, KvCacheDtype, StreamConfig
+    from lingbot_ros.streaming.config import (EngineConfig, HeadDtype, KvCacheDtype,
+                                              StreamConfig, WeightsDtype)
     from lingbot_ros.streaming.engine import Engine
     from lingbot_ros.streaming.result import FrameType
     tf32 = set_float32_matmuls(strict=not run.bf16)
@@ -562,7 +571,9 @@ def run_ours(run: RunKind, settings: Settings, weights: Path,
                        seed=settings.seed,
                        kv_cache_dtype=KvCacheDtype.FLOAT8_E4M3 if run.fp8_cache
                        else KvCacheDtype.AUTO,
-                       head_dtype=HeadDtype.COMPUTE if run.bf16_heads else HeadDtype.FLOAT32)
+                       head_dtype=HeadDtype.COMPUTE if run.bf16_heads else HeadDtype.FLOAT32,
+                       weights_dtype=WeightsDtype.COMPUTE if run.low_weights
+                       else WeightsDtype.AUTO)
     engine = Engine.load(cfg, progress=lambda msg: print(f'[{run.value}] {msg}', flush=True))
     load_s = time.perf_counter() - t0
     stream = StreamConfig(scale_frames=settings.scale_frames,

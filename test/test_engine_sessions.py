@@ -88,8 +88,10 @@ def test_memory_options_are_off_by_default_and_each_runs():
 
     low = Engine.load(EngineConfig(preset='tiny', device='cpu', dtype='bfloat16',
                                    weights_dtype='compute'))
-    matmul = matmul_parameters(low.model)  # the aggregator's other parameters stay float32
-    assert {p.dtype for n, p in low.model.named_parameters()
-            if n in matmul or not n.startswith('aggregator.')} == {torch.bfloat16}
+    matmul = matmul_parameters(low.model)  # every other parameter stays float32
+    assert {p.dtype for n, p in low.model.named_parameters() if n in matmul} == \
+        {torch.bfloat16}
+    assert {p.dtype for n, p in low.model.named_parameters() if n not in matmul} == \
+        {torch.float32}
     _, pose, depth = _poses(low, frames, cfg)
     assert depth.dtype == np.float32 and np.all(np.isfinite(pose))

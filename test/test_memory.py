@@ -205,8 +205,9 @@ def test_release_profile_parts_by_arithmetic():
     est = estimate(ecfg, scfg, (720, 1280), backend='flashinfer', device_type='cuda')
     assert est.model_hw == (294, 518)
     # every weight in bf16 but the aggregator's 1,878,016 norm, scale, token and table
-    # values (float32), and two fp32 buffers
-    assert est.weights == 1_157_943_540 * 2 + 1_878_016 * 2 + 24
+    # values and the heads' 70,740 others (norms, tokens, their last layers) in float32,
+    # and two fp32 buffers
+    assert est.weights == 1_157_943_540 * 2 + (1_878_016 + 70_740) * 2 + 24
     page = 21 * 37 * 24 * 2 * 1024 * 2  # one cached frame, all layers, K and V, bf16
     assert est.kv_pools // page == 8 + 48 + 1 + 2  # + 2 pages of special tokens (256 x 6)
     assert est.total < 8 * GIB < estimate(ecfg.replace(weights_dtype='auto',
@@ -255,9 +256,9 @@ def test_loading_never_holds_a_float32_copy_of_low_precision_weights():
     largest = max(t.numel() for t in model.parameters()) * 4
     assert mode.peak <= final + largest + 1024
     matmul = matmul_parameters(model)
-    for name, p in model.named_parameters():  # the aggregator's norms, scales, tokens: fp32
-        low = name in matmul or not name.startswith('aggregator.')
-        assert p.dtype == (torch.bfloat16 if low else torch.float32), name
+    for name, p in model.named_parameters():  # norms, scales, tokens, last layers: fp32
+        assert p.dtype == (torch.bfloat16 if name in matmul else torch.float32), name
+    assert model.depth_head.scratch.output_conv2[2].weight.dtype == torch.float32
 
 
 def test_low_precision_heads_draw_the_same_weights_rounded():
@@ -280,7 +281,8 @@ def test_heads_kept_in_bf16_compute_exactly_as_float32_with_rounded_weights():
     with torch.no_grad():
         a, b = low(images, **kw), ref(images, **kw)
     assert torch.equal(a.pose_enc, b.pose_enc) and torch.equal(a.depth, b.depth)
-    assert low.camera_head.trunk_norm.weight.dtype == torch.bfloat16  # put back after use
+    assert low.camera_head.embed_pose.weight.dtype == torch.bfloat16  # put back after use
+    assert low.camera_head.trunk_norm.weight.dtype == torch.float32  # not a matmul weight
     assert compute_in_float32(low.camera_head) is low.camera_head  # idempotent
 
 
