@@ -168,9 +168,11 @@ def test_a_killed_model_process_is_replaced_as_often_as_the_policy_allows():
                                  restarts=RestartPolicy(count=1, window_s=600))
     session = engine.new_session('cam', STREAM)
     session.update(STREAM.replace(keyframe_interval=2))
+    other = engine.new_session('other', STREAM.replace(image_size=112))
     frames = _frames(4)
     for i in range(3):
         session.step(frames[i], 1 + i)
+        other.step(frames[i], 1 + i)
     first = engine.pid
     os.kill(first, signal.SIGKILL)
     with pytest.raises(EngineRestarted, match='signal 9'):
@@ -179,6 +181,8 @@ def test_a_killed_model_process_is_replaced_as_often_as_the_policy_allows():
     assert any('starting a new one' in text for text in said)
     assert session.step(frames[0], 5) == [] and len(session.step(frames[1], 6)) == 2
     assert session.config.keyframe_interval == 2  # opened again as it was configured
+    assert other.stats().frames == 0 and other.step(frames[0], 5) == []  # it started over
+    assert len(other.step(frames[1], 6)) == 2 and other.config.image_size == 112
     os.kill(engine.pid, signal.SIGKILL)
     with pytest.raises(EngineProcessLost, match='1 restart'):
         session.step(frames[2], 7)
