@@ -157,3 +157,22 @@ def test_the_messages_carry_the_made_bytes_as_they_would_have_built_them():
     for built, wrapped in (depth, points):
         assert bytes(wrapped.data) == bytes(built.data)
         assert (wrapped.height, wrapped.width) == (built.height, built.width)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason='needs a CUDA device')
+def test_on_a_gpu_they_equal_the_host_functions_too():
+    r = _result((480, 640), image_size=518, seed=7)
+    spec = PointsSpec(2, 1.5, 25.0, tuple(map_from_optical('rep103').reshape(-1)))
+    cuda = torch.device('cuda')
+    made = products.make(FrameProducts(True, spec), torch.from_numpy(r.depth).to(cuda),
+                         torch.from_numpy(r.confidence).to(cuda),
+                         torch.from_numpy(r.colors).to(cuda), r.intrinsics_model,
+                         r.intrinsics, r.input_hw, r.pose_c2w)
+    depth, rows = made['depth_input'].cpu().numpy(), made['points_rows'].cpu().numpy()
+    assert np.array_equal(depth, messages.depth_on_input(r), equal_nan=True)
+    pts = unproject(r, messages.map_pose(r, 'rep103'), 2, 1.5, 25.0)
+    theirs = packed_rows(pts.xyz, pts.rgb)
+    assert rows.shape == theirs.shape
+    assert np.array_equal(rows[:, 3].view(np.uint32), theirs[:, 3].view(np.uint32))
+    np.testing.assert_allclose(rows[:, :3], theirs[:, :3], rtol=1e-6, atol=1e-6)
