@@ -176,3 +176,16 @@ def test_on_a_gpu_they_equal_the_host_functions_too():
     assert rows.shape == theirs.shape
     assert np.array_equal(rows[:, 3].view(np.uint32), theirs[:, 3].view(np.uint32))
     np.testing.assert_allclose(rows[:, :3], theirs[:, :3], rtol=1e-6, atol=1e-6)
+
+
+def test_the_node_asks_only_for_what_someone_reads():
+    from lingbot_ros.ros.params import Listened, parse, stream_config
+    p = parse({'publish_depth': True, 'publish_points': True, 'map_convention': 'rep103'})
+    both = stream_config(p).products
+    assert both.depth_on_input and both.points.decimation == p.outputs.points_decimation
+    assert both.points.map_from_session == tuple(map_from_optical('rep103').reshape(-1))
+    only_points = stream_config(p, Listened(depth=False, points=True)).products
+    assert not only_points.depth_on_input and only_points.points == both.points
+    assert not stream_config(p, Listened(False, False)).products.wanted
+    off = parse({'publish_depth': False, 'publish_points': False})
+    assert not stream_config(off, Listened(True, True)).products.wanted

@@ -54,8 +54,8 @@ from lingbot_ros.ros.intake import Intake
 from lingbot_ros.ros.map_thread import MapThread
 from lingbot_ros.ros.outputs import camera_frames, CameraPublishers, Outputs, quiet_events
 from lingbot_ros.ros.params import (check_one, descriptor, engine_config, is_number_list,
-                                    map_config, NodeParams, ParamError, parse, SPEC, SPECS,
-                                    stream_config, update)
+                                    Listened, map_config, NodeParams, ParamError, parse, SPEC,
+                                    SPECS, stream_config, update)
 from lingbot_ros.ros.services import Services
 from lingbot_ros.ros.shutdown import StopRequest
 from lingbot_ros.ros.worker import FrameQueue, Worker, WorkerBusy
@@ -123,6 +123,7 @@ class LingbotNode(LifecycleNode):
         self._subs: list = []
         self._lb_services: Optional[Services] = None  # ~/reset, ~/save_*: from configure
         self._cfg_lock = threading.Lock()
+        self._listened = Listened(depth=False, points=False)  # read at every diagnostics tick
         self.info = diagnostics.NodeInfo(hardware_id='none',
                                          node=self.get_fully_qualified_name())
         self.info.missing = [m for m in ('tf2_ros', 'cv_bridge', 'flashinfer')
@@ -274,7 +275,7 @@ class LingbotNode(LifecycleNode):
             return
         with self._cfg_lock:
             self.params = update(self.params, {p.name: p.value for p in changed})
-            self._stream_cfg = stream_config(self.params)
+            self._stream_cfg = stream_config(self.params, self._listened)
             for cam in self.cameras:
                 cam.counters.resize(self.params.diag.stats_window)
             maps = map_config(self.params)
@@ -296,6 +297,19 @@ class LingbotNode(LifecycleNode):
             self._map_timer.reset()
         elif not out.publish_map and not self._map_timer.is_canceled():
             self._map_timer.cancel()
+
+    def _follow_listeners(self) -> None:
+        """Make depth and points on the device only while someone reads them (diagnostics)."""
+        listened = self._out.listened()
+        if listened != self._listened and self.params is not None:
+            with self._cfg_lock:
+                if self.params is not None:
+                    self._listened = listened
+                    self._stream_cfg = stream_config(self.params, listened)
+        made = self._stream_cfg.products if self._stream_cfg is not None else None
+        names = [] if made is None else \
+            ['depth'] * made.depth_on_input + ['points'] * (made.points is not None)
+        self.info.made_on_device = ', '.join(names) or 'none'
 
     def current_stream_config(self) -> Any:
         with self._cfg_lock:
@@ -351,7 +365,8 @@ class LingbotNode(LifecycleNode):
             text = str(exc).strip().splitlines()[0] if str(exc).strip() else ''
             return self._fail(f'cannot load the model: {type(exc).__name__}: {text}'
                               if not _is_ours(exc) else f'cannot load the model: {text}')
-        self.params, self._stream_cfg = params, stream_cfg
+        self._listened = Listened(depth=False, points=False)  # no publishers yet
+        self.params, self._stream_cfg = params, stream_config(params, self._listened)
         self._follow_map_switches()
         self.cameras = [CameraStream(i, n, self._input_topic(t, params), s,
                                      params.diag.stats_window)
@@ -631,6 +646,7 @@ class LingbotNode(LifecycleNode):
         if worker is not None and self.info.state == NodeState.ACTIVE and not worker.alive:
             self.info.error = 'the worker thread stopped'
         self._destroy_retired()
+        self._follow_listeners()
         memory = None
         if engine is not None and engine.checkpoint is not None:
             self._follow_digest(engine.checkpoint.digest)

@@ -36,7 +36,7 @@ from lingbot_ros.ros import messages, path_cdr
 from lingbot_ros.ros.camera import CameraStream
 from lingbot_ros.ros.map_thread import MapThread
 from lingbot_ros.ros.output_thread import OutputThread
-from lingbot_ros.ros.params import NodeParams
+from lingbot_ros.ros.params import Listened, NodeParams
 from lingbot_ros.ros.reasons import Event, Level, Rejection, Topic
 from lingbot_ros.ros.worker import Output
 from lingbot_ros.streaming.result import FrameResult
@@ -143,6 +143,12 @@ class Outputs:
     @property
     def sending(self) -> bool:
         return self._thread.alive
+
+    def listened(self) -> Listened:
+        """Whether any camera's ``~/depth`` and ``~/points`` have a subscription now."""
+        pubs = list(self.pubs)
+        return Listened(depth=any(_listened(p.depth) for p in pubs),
+                        points=any(_listened(p.points) for p in pubs))
 
     def _job_failed(self, exc: BaseException) -> None:
         self.report(None, Event.PUBLISH_FAILED,

@@ -543,8 +543,22 @@ def map_config(p: NodeParams) -> MapCloudConfig:
                           confidence_percentile=o.points_confidence_percentile)
 
 
-def stream_config(p: NodeParams) -> StreamConfig:
-    """Build the streaming layer's StreamConfig shared by every camera session."""
+@dataclass(frozen=True)
+class Listened:
+    """Whether any subscription (of any camera) reads ``~/depth`` and ``~/points`` now."""
+
+    depth: bool = True
+    points: bool = True
+
+
+def stream_config(p: NodeParams, listened: Listened = Listened()) -> StreamConfig:
+    """
+    Build the streaming layer's StreamConfig shared by every camera session.
+
+    ``listened``: which of depth and points someone reads; the sessions make only those
+    on the device (the others cost a few kernels and 1.2 MB to the host a frame for
+    nothing, and with ``model_process`` a longer round trip).
+    """
     s = p.stream
     return StreamConfig(scale_frames=s.scale_frames, sliding_window=s.sliding_window,
                         max_window_frames=s.max_window_frames,
@@ -552,10 +566,11 @@ def stream_config(p: NodeParams) -> StreamConfig:
                         flow_threshold_px=s.flow_threshold_px,
                         max_keyframe_gap=s.max_keyframe_gap,
                         camera_iterations=s.camera_iterations, with_depth=p.with_depth,
-                        image_size=s.image_size, products=frame_products(p)).validate()
+                        image_size=s.image_size,
+                        products=frame_products(p, listened)).validate()
 
 
-def frame_products(p: NodeParams) -> FrameProducts:
+def frame_products(p: NodeParams, listened: Listened = Listened()) -> FrameProducts:
     """
     Say what the sessions make on the model's device for ``~/depth`` and ``~/points``.
 
@@ -564,10 +579,10 @@ def frame_products(p: NodeParams) -> FrameProducts:
     """
     o = p.outputs
     points = None
-    if o.publish_points:
+    if o.publish_points and listened.points:
         to_map = map_from_optical(p.inputs.map_convention)
         points = PointsSpec(decimation=o.points_decimation,
                             min_confidence=float(o.points_min_confidence),
                             percentile=float(o.points_confidence_percentile),
                             map_from_session=tuple(float(v) for v in to_map.reshape(-1)))
-    return FrameProducts(depth_on_input=o.publish_depth, points=points)
+    return FrameProducts(depth_on_input=o.publish_depth and listened.depth, points=points)
