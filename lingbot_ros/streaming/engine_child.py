@@ -36,7 +36,7 @@ import traceback
 from typing import Any, Optional
 
 from lingbot_ros.streaming.device_memory import read_device_memory
-from lingbot_ros.streaming.engine_process import (ImageMeta, Loaded, LoadFailed, Op,
+from lingbot_ros.streaming.engine_process import (Loaded, LoadFailed, memory_file, Op,
                                                   Progress, Reply, Request, ResultsFile,
                                                   share_arrays, SharedArray, Status)
 import numpy as np
@@ -91,9 +91,8 @@ class ResultsArea:
         if self.map is not None and nbytes <= len(self.map):
             return
         size = max(nbytes, 2 * len(self.map) if self.map is not None else 0, 1 << 20)
-        fd = os.memfd_create('lingbot-results')
+        fd = memory_file('lingbot-results', size)
         try:
-            os.ftruncate(fd, size)
             if self.map is not None:
                 self.map.close()
             self.map = mmap.mmap(fd, size)
@@ -106,10 +105,8 @@ class ResultsArea:
     def place(self, array: np.ndarray) -> SharedArray:
         """Copy ``array`` in after what this reply placed so far; say where it went."""
         offset = -(-self.used // 64) * 64  # 64-byte aligned
-        view = np.ndarray(array.shape, array.dtype, buffer=self.map, offset=offset)
-        np.copyto(view, array)
         self.used = offset + array.nbytes
-        return SharedArray(offset, tuple(array.shape), array.dtype.str)
+        return SharedArray.lay(self.map, offset, array)
 
     def share(self, results: list) -> list:
         """Lay the results' large arrays in the file; the results refer to them."""
@@ -199,8 +196,7 @@ class Server:
         if session is None:
             raise ValueError(f'no session named {request.session!r}')
         if op == Op.STEP:
-            meta: ImageMeta = args[0]
-            image = np.ndarray(meta.shape, np.dtype(meta.dtype), buffer=self.frames)
+            image = args[0].view(self.frames)  # the frame as the node laid it
             return self.results.share(session.step(image, args[1]))
         if op == Op.RESET:
             session.reset()

@@ -162,20 +162,39 @@ class LoadFailed:
 
 
 @dataclass(frozen=True)
-class ImageMeta:
-    """Where a frame lies in the shared file: its shape and dtype from byte 0."""
-
-    shape: tuple
-    dtype: str
-
-
-@dataclass(frozen=True)
 class SharedArray:
-    """An array of a reply that lies in the results file: where, its shape and dtype."""
+    """An array that lies in a file both processes map: where, its shape and dtype."""
 
     offset: int
     shape: tuple
     dtype: str
+
+    @classmethod
+    def lay(cls, buffer: Any, offset: int, array: np.ndarray) -> 'SharedArray':
+        """Copy ``array`` into ``buffer`` at ``offset``; return where it lies."""
+        np.copyto(np.ndarray(array.shape, array.dtype, buffer=buffer, offset=offset), array)
+        return cls(offset, tuple(array.shape), array.dtype.str)
+
+    def view(self, buffer: Any) -> np.ndarray:
+        """Return the array as it lies in ``buffer`` (no copy)."""
+        return np.ndarray(self.shape, np.dtype(self.dtype), buffer=buffer, offset=self.offset)
+
+
+def memory_file(name: str, size: int) -> int:
+    """
+    Return the descriptor of a new ``size``-byte file in memory (closed by the caller).
+
+    A memfd where the OS has them, else an unlinked temporary file: nothing to clean up,
+    it goes with the last process that holds it. Its pages exist once written, so a
+    large size costs only address space.
+    """
+    if hasattr(os, 'memfd_create'):
+        fd = os.memfd_create(name)
+    else:  # pragma: no cover (not Linux)
+        with tempfile.TemporaryFile() as f:
+            fd = os.dup(f.fileno())
+    os.ftruncate(fd, size)
+    return fd
 
 
 @dataclass(frozen=True)
@@ -211,41 +230,26 @@ def unshare_arrays(results: list, area: Any) -> list:
         for f in fields(result):
             ref = getattr(result, f.name)
             if isinstance(ref, SharedArray):
-                view = np.ndarray(ref.shape, np.dtype(ref.dtype), buffer=area, offset=ref.offset)
-                changes[f.name] = view.copy()
+                changes[f.name] = ref.view(area).copy()
         out.append(replace(result, **changes) if changes else result)
     return out
 
 
 class ImageSlot:
-    """
-    The file a frame's pixels cross in: mapped by both processes, written by the node's.
-
-    A memfd (an unnamed file in memory) where the OS has them, else an unlinked temporary
-    file: nothing to clean up, it goes with the last process that holds it. Its pages
-    exist once written, so ``capacity`` (the largest frame accepted) costs only address
-    space.
-    """
+    """The file a frame's pixels cross in (:func:`memory_file`), written by the node's side."""
 
     def __init__(self, capacity: int) -> None:
         self.capacity = int(capacity)
-        if hasattr(os, 'memfd_create'):
-            self.fd = os.memfd_create('lingbot-frames')
-        else:  # pragma: no cover (not Linux)
-            self._file = tempfile.TemporaryFile()
-            self.fd = os.dup(self._file.fileno())
-        os.ftruncate(self.fd, self.capacity)
+        self.fd = memory_file('lingbot-frames', self.capacity)
         self.map = mmap.mmap(self.fd, self.capacity)
 
-    def put(self, image: np.ndarray) -> ImageMeta:
+    def put(self, image: np.ndarray) -> SharedArray:
         """Copy ``image`` into the file; ValueError when it is larger than the file."""
         if image.nbytes > self.capacity:
             raise ValueError(f'a {image.shape} {image.dtype} frame ({image.nbytes} bytes) is '
                              f'larger than the {self.capacity} bytes the model process takes '
                              '(max_input_pixels)')
-        view = np.ndarray(image.shape, image.dtype, buffer=self.map)
-        np.copyto(view, image)
-        return ImageMeta(tuple(image.shape), image.dtype.str)
+        return SharedArray.lay(self.map, 0, image)
 
     def close(self) -> None:
         """Unmap and close the file (again: nothing)."""
@@ -377,7 +381,6 @@ class EngineProcess:
         self._restarted_at: deque = deque()
         self.restarts, self.last_restart = 0, ''
         self._take(launch, loaded)
-        self.status = loaded.status
         self.description = loaded.description
         self.backend, self.backend_reason = loaded.backend, loaded.backend_reason
         self.compiled_blocks = loaded.compiled_blocks
@@ -633,12 +636,9 @@ def _receive(conn: Any, proc: subprocess.Popen) -> Any:
         try:
             proc.wait(STOP_WAIT_S)
         except subprocess.TimeoutExpired:
-            return _raise_lost(f'it closed its socket ({type(exc).__name__}) but still runs')
+            raise EngineProcessLost(f'it closed its socket ({type(exc).__name__}) but still '
+                                    'runs') from exc
         raise EngineProcessLost(_exit_text(proc)) from exc
-
-
-def _raise_lost(text: str) -> Any:
-    raise EngineProcessLost(text)
 
 
 def _exit_text(proc: subprocess.Popen) -> str:
