@@ -607,7 +607,7 @@ def run_ours(run: RunKind, settings: Settings, weights: Path,
         arrays.update(trace.close())
     facts = {'load_s': round(load_s, 2), 'inference_s': round(inference_s, 2),
              'ms_per_frame': round(inference_s * 1e3 / len(images), 1),
-             'backend': engine.backend, 'backend_reason': engine.backend_reason,
+             'backend': engine.backend.value, 'backend_reason': engine.backend_reason,
              'dtype': cfg.dtype, 'kv_cache_dtype': str(engine.kv_dtype).replace('torch.', ''),
              'head_dtype': cfg.head_dtype.value,
              'cuda_graphs': engine.graph_status, 'evictions': int(stats.evictions),

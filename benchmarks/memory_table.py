@@ -69,7 +69,7 @@ def run_one(spec: dict) -> dict:
     engine = Engine.load(ecfg)
     torch.cuda.synchronize()
     out['load_s'] = time.perf_counter() - t0
-    out['backend'] = engine.backend
+    out['backend'] = engine.backend.value
     out['after_load'] = {'allocated': torch.cuda.memory_allocated(),
                          'peak': torch.cuda.max_memory_allocated()}
     est = engine.memory_estimate(scfg, camera_hw)

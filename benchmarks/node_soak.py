@@ -162,7 +162,7 @@ def main() -> None:
     worker = Worker([cam], queue, sink, lambda: session.config)
     converter = ImageConverter(use_cv_bridge=True)
     cuda = engine.device.type == 'cuda'
-    print(f'{engine.description} on {engine.device} ({engine.dtype}, {engine.backend}); '
+    print(f'{engine.description} on {engine.device} ({engine.dtype}, {engine.backend.value}); '
           f'{args.width}x{args.height} {args.encoding}; converter: {converter.backend}')
     print(' frames window   step_p50 step_p99  e2e_p50  e2e_p99 model_p50 over_p50  '
           'alloc_MB reserved_MB  peak_MB  rss_MB map_pts kv_window')

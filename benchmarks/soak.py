@@ -77,7 +77,7 @@ def main() -> None:
         trajectory_length=args.trajectory_length))
     cuda = engine.device.type == 'cuda'
     rows, t0, done = [], time.perf_counter(), 0
-    print(f'{engine.description} on {engine.device} ({args.dtype}, {engine.backend}); '
+    print(f'{engine.description} on {engine.device} ({args.dtype}, {engine.backend.value}); '
           f'graphs: {engine.graph_status}')
     print('frames window kf  ms/frame  alloc_MB  reserved_MB  rss_MB  trajectory')
     for i, frame in enumerate(frames(args.height, args.width)):

@@ -69,7 +69,7 @@ def profile_run(kv_cache_dtype: str = '', window: int = 0) -> dict:
     return {'frames': frames, 'results': len(results), 'windows': session.window_index,
             'sliding_window': session.stats().sliding_window,
             'shrinks': session.memory_shrinks, 'last_oom': session.last_oom,
-            'kv_cache_dtype': engine_cfg.kv_cache_dtype.value, 'backend': engine.backend,
+            'kv_cache_dtype': engine_cfg.kv_cache_dtype.value, 'backend': engine.backend.value,
             'graphs': engine.graph_status, 'model_hw': list(est.model_hw),
             'estimate_total': est.total, 'estimate_peak': est.peak_allocated,
             'describe': est.describe(), 'peak': torch.cuda.max_memory_allocated()}

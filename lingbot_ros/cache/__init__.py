@@ -17,9 +17,10 @@ The paged KV cache and attention over it; knows nothing of the model.
 
 Public API (see each module): :class:`PagedStreamCache` (one stream; a drop-in for
 :class:`DenseStreamCache`), :class:`StreamBatch` (several streams of one pool, one
-attention call per layer), :class:`StreamLayout` with :func:`aggregator_layout` and
-:func:`camera_head_layout` (bounds and pool-size formula), :class:`KVPool`,
-:class:`CacheOverflow` (the typed overflow event), :class:`CacheStats`.
+attention call per layer), :class:`AttentionBackend` (how either runs attention),
+:class:`StreamLayout` with :func:`aggregator_layout` and :func:`camera_head_layout`
+(bounds and pool-size formula), :class:`KVPool`, :class:`CacheOverflow` (the typed
+overflow event), :class:`CacheStats`.
 """
 
 from importlib import import_module
@@ -27,13 +28,14 @@ from typing import Any
 
 # name -> the module that defines it; imported on first use (PEP 562), so importing one
 # submodule (the node's process needs only ``stats``) does not import torch with the rest
-_WHERE = {'StreamBatch': 'batch', 'DenseStreamCache': 'dense',
-          'aggregator_layout': 'layout', 'camera_head_layout': 'layout',
-          'StreamLayout': 'layout', 'CacheOverflow': 'overflow', 'KVPool': 'pool',
-          'CacheStats': 'stats', 'PagedStreamCache': 'stream'}
+_WHERE = {'AttentionBackend': 'backend_choice', 'StreamBatch': 'batch',
+          'DenseStreamCache': 'dense', 'aggregator_layout': 'layout',
+          'camera_head_layout': 'layout', 'StreamLayout': 'layout', 'CacheOverflow': 'overflow',
+          'KVPool': 'pool', 'CacheStats': 'stats', 'PagedStreamCache': 'stream'}
 
-__all__ = ['aggregator_layout', 'CacheOverflow', 'CacheStats', 'camera_head_layout',
-           'DenseStreamCache', 'KVPool', 'PagedStreamCache', 'StreamBatch', 'StreamLayout']
+__all__ = ['aggregator_layout', 'AttentionBackend', 'CacheOverflow', 'CacheStats',
+           'camera_head_layout', 'DenseStreamCache', 'KVPool', 'PagedStreamCache', 'StreamBatch',
+           'StreamLayout']
 
 
 def __getattr__(name: str) -> Any:

@@ -13,7 +13,7 @@
 # limitations under the License.
 
 """
-Attention over cached pages: one interface, backends 'sdpa', 'flashinfer', 'paged_sdpa'.
+Attention over cached pages: one interface, backends :class:`AttentionBackend`.
 
 - ``sdpa``: PyTorch scaled-dot-product attention over the stream's visible run, which
   the allocator keeps contiguous, so keys and values are views (no gather).
@@ -44,16 +44,16 @@ from __future__ import annotations
 
 import contextlib
 from pathlib import Path
-from typing import Optional
+from typing import Optional, Union
 
 import torch
 import torch.nn.functional as F  # noqa: N812
 
+from .backend_choice import AttentionBackend
 from .limits import MAX_KV_SPLITS
 from .page_table import PageTable
 from .split_merge import merge_splits
 
-BACKENDS = ('auto', 'sdpa', 'flashinfer', 'paged_sdpa')
 # FlashInfer's float workspace (split-KV partial results), one per device for every wrapper;
 # 128 MiB is FlashInfer's own recommendation, far above what a prefill of one frame plans.
 WORKSPACE_BYTES = 128 * 1024 * 1024
@@ -80,24 +80,23 @@ FLASHINFER_KV = HALF + (KV_FP8,)  # cache dtypes FlashInfer reads
 FLASHINFER_HEAD_DIMS = (64, 128, 256)  # head sizes FlashInfer's prefill kernels are built for
 
 
-def resolve_backend(requested: str, device: torch.device, streams: int = 1,
-                    dtype: Optional[torch.dtype] = None,
-                    head_dim: Optional[int] = None) -> tuple[str, str]:
+def resolve_backend(requested: Union[AttentionBackend, str], device: torch.device,
+                    streams: int = 1, dtype: Optional[torch.dtype] = None,
+                    head_dim: Optional[int] = None) -> tuple[AttentionBackend, str]:
     """
-    Choose the backend for ``requested``; return (backend, reason).
+    Choose the backend for ``requested`` (a member or its value); return (backend, reason).
 
     ``dtype`` is the cache's storage type (FlashInfer needs half precision or float8
     e4m3) and ``head_dim`` the attention head size (FlashInfer needs one of
     ``FLASHINFER_HEAD_DIMS``); None means unknown (assumed to fit).
     """
-    if requested not in BACKENDS:
-        raise ValueError(f'backend={requested!r} is not allowed: one of {BACKENDS}')
-    if requested in ('sdpa', 'paged_sdpa'):
+    requested = AttentionBackend.of(requested)
+    if requested is AttentionBackend.SDPA or requested is AttentionBackend.PAGED_SDPA:
         return requested, 'requested'
     cuda = torch.device(device).type == 'cuda'
     half = dtype is None or dtype in FLASHINFER_KV
     head_ok = head_dim is None or head_dim in FLASHINFER_HEAD_DIMS
-    if requested == 'flashinfer':
+    if requested is AttentionBackend.FLASHINFER:
         if not cuda:
             raise ValueError(f'backend=flashinfer is not allowed on device {device}: needs CUDA')
         if not half:
@@ -109,20 +108,23 @@ def resolve_backend(requested: str, device: torch.device, streams: int = 1,
         mod, why = flashinfer_module()
         if mod is None:
             raise RuntimeError(f'backend=flashinfer requested but {why}')
-        return 'flashinfer', 'requested'
+        return AttentionBackend.FLASHINFER, 'requested'
     if not cuda:
-        return 'sdpa', f'auto: device {device} is not CUDA -> SDPA'
+        return AttentionBackend.SDPA, f'auto: device {device} is not CUDA -> SDPA'
     if not half:
-        return 'sdpa', f'auto: {dtype} cache -> SDPA (FlashInfer needs half precision)'
+        return AttentionBackend.SDPA, (f'auto: {dtype} cache -> SDPA (FlashInfer needs half '
+                                       'precision)')
     if not head_ok:
-        return 'sdpa', (f'auto: head_dim {head_dim} -> SDPA (FlashInfer kernels exist for '
-                        f'{FLASHINFER_HEAD_DIMS})')
+        return AttentionBackend.SDPA, (f'auto: head_dim {head_dim} -> SDPA (FlashInfer '
+                                       f'kernels exist for {FLASHINFER_HEAD_DIMS})')
     mod, why = flashinfer_module()
     if mod is None:
-        return 'sdpa', f'auto: {why} -> SDPA (fallback)'
+        return AttentionBackend.SDPA, f'auto: {why} -> SDPA (fallback)'
     if streams <= 1:
-        return 'flashinfer', 'auto: CUDA, half precision -> FlashInfer ragged prefill'
-    return 'flashinfer', 'auto: batch of streams on CUDA -> FlashInfer paged prefill'
+        return (AttentionBackend.FLASHINFER,
+                'auto: CUDA, half precision -> FlashInfer ragged prefill')
+    return (AttentionBackend.FLASHINFER,
+            'auto: batch of streams on CUDA -> FlashInfer paged prefill')
 
 
 # Kernel preference for the dense path on CUDA, first choice first (names of SDPBackend

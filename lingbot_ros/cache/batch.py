@@ -25,11 +25,12 @@ Outputs equal separate runs of the streams (test_cache_multistream.py).
 
 from __future__ import annotations
 
-from typing import Optional, Sequence
+from typing import Optional, Sequence, Union
 
 import torch
 
-from .backends import FlashInferPaged, paged_sdpa_run, resolve_backend, sdpa_run
+from .backends import (AttentionBackend, FlashInferPaged, paged_sdpa_run, resolve_backend,
+                       sdpa_run)
 from .page_table import PageTable
 from .stream import PagedStreamCache
 
@@ -37,7 +38,8 @@ from .stream import PagedStreamCache
 class StreamBatch:
     """Batched attention for streams of one pool; ``q`` is ``[streams, H, N, D]``."""
 
-    def __init__(self, caches: Sequence[PagedStreamCache], backend: str = 'auto') -> None:
+    def __init__(self, caches: Sequence[PagedStreamCache],
+                 backend: Union[AttentionBackend, str] = AttentionBackend.AUTO) -> None:
         if not caches:
             raise ValueError('caches=[] is not allowed: at least one stream')
         pool = caches[0].pool
@@ -61,7 +63,7 @@ class StreamBatch:
         if key == self._planned:
             return
         self.table.update([c.visible_run()._replace(queries=queries) for c in self.caches])
-        if self.backend == 'flashinfer':
+        if self.backend is AttentionBackend.FLASHINFER:
             if self._flashinfer is None:
                 self._flashinfer = FlashInferPaged(self.pool.device)
             self._flashinfer.plan(self.table, self.pool.heads, self.pool.head_dim,
@@ -75,7 +77,7 @@ class StreamBatch:
             raise ValueError(f'q batch={q.shape[0]} is not allowed: {len(self.caches)} streams')
         for i, cache in enumerate(self.caches):
             cache._write(layer, k[i:i + 1], v[i:i + 1])
-        if self.backend == 'sdpa':
+        if self.backend is AttentionBackend.SDPA:
             outs = []
             for i, cache in enumerate(self.caches):
                 start, end = cache.visible_tokens()
@@ -83,6 +85,6 @@ class StreamBatch:
                 outs.append(sdpa_run(q[i:i + 1], k_flat[start:end], v_flat[start:end]))
             return torch.cat(outs, dim=0)
         self._plan(q.shape[2])
-        if self.backend == 'flashinfer':
+        if self.backend is AttentionBackend.FLASHINFER:
             return self._flashinfer.run(q, self.pool.k[layer], self.pool.v[layer])
         return paged_sdpa_run(q, self.pool.k[layer], self.pool.v[layer], self.table)

@@ -40,8 +40,8 @@ from typing import Optional, Union
 
 import torch
 
-from .backends import (auto_kv_splits, compute_dtype, FlashInferRagged, is_fp8, MAX_KV_SPLITS,
-                       paged_sdpa_run, resolve_backend, sdpa_run, storable)
+from .backends import (AttentionBackend, auto_kv_splits, compute_dtype, FlashInferRagged, is_fp8,
+                       MAX_KV_SPLITS, paged_sdpa_run, resolve_backend, sdpa_run, storable)
 from .layout import StreamLayout
 from .overflow import CacheOverflow
 from .page_table import PageTable, Run
@@ -59,7 +59,8 @@ class PagedStreamCache:
     (:func:`auto_kv_splits`).
     """
 
-    def __init__(self, pool: KVPool, stream: int = 0, backend: str = 'auto',
+    def __init__(self, pool: KVPool, stream: int = 0,
+                 backend: Union[AttentionBackend, str] = AttentionBackend.AUTO,
                  kv_splits: int = 0) -> None:
         if not (isinstance(kv_splits, int) and 0 <= kv_splits <= MAX_KV_SPLITS):
             raise ValueError(f'kv_splits={kv_splits!r} is not allowed: 0 (auto) .. '
@@ -92,7 +93,8 @@ class PagedStreamCache:
     def allocate(cls, layout: StreamLayout, layers: int, heads: int, head_dim: int,
                  dtype: torch.dtype = torch.float32,
                  device: Union[str, torch.device] = 'cpu',
-                 backend: str = 'auto', kv_splits: int = 0) -> 'PagedStreamCache':
+                 backend: Union[AttentionBackend, str] = AttentionBackend.AUTO,
+                 kv_splits: int = 0) -> 'PagedStreamCache':
         """Allocate a pool for this one stream and return its cache."""
         return cls(KVPool([layout], layers, heads, head_dim, dtype, device), 0, backend,
                    kv_splits)
@@ -272,9 +274,9 @@ class PagedStreamCache:
     def _plan(self, queries: int, q_dtype: torch.dtype) -> None:
         if self._planned is not None and self._planned[:2] == (self.generation, q_dtype):
             return
-        if self.backend == 'paged_sdpa':  # the ragged FlashInfer path needs no page table
+        if self.backend is AttentionBackend.PAGED_SDPA:  # ragged FlashInfer needs no table
             self.table.update([self.visible_run()._replace(queries=queries)])
-        if self.backend == 'flashinfer':
+        if self.backend is AttentionBackend.FLASHINFER:
             splits = self.splits_for(queries)
             if splits not in self._flashinfer:
                 self._flashinfer[splits] = FlashInferRagged(self.pool.device, splits=splits)
@@ -295,12 +297,12 @@ class PagedStreamCache:
 
     def attend_cached(self, layer: int, q: torch.Tensor) -> torch.Tensor:
         """Attention of ``q`` over the visible run (after ``_write``), by the backend."""
-        if self.backend == 'sdpa':
+        if self.backend is AttentionBackend.SDPA:
             start, end = self.visible_tokens()
             k_flat, v_flat = self.pool.flat(layer)
             return sdpa_run(q, k_flat[start:end], v_flat[start:end])
         self._plan(q.shape[2], q.dtype)
-        if self.backend == 'flashinfer':
+        if self.backend is AttentionBackend.FLASHINFER:
             start, end = self.visible_tokens()
             k_flat, v_flat = self.pool.flat(layer)
             return self._flashinfer[self._planned[2]].run(q, k_flat[start:end],
@@ -318,7 +320,7 @@ class PagedStreamCache:
     @property
     def capturable(self) -> bool:
         """Whether ``attend_staged`` may be captured (paged_sdpa gathers on the host)."""
-        return self.backend != 'paged_sdpa'
+        return self.backend is not AttentionBackend.PAGED_SDPA
 
     def stage(self) -> bool:
         """
@@ -428,7 +430,7 @@ class _Staged:
         ar = torch.arange(max(lay.special_tokens, lay.patch_tokens), device=device)
         dest = torch.zeros(tokens, dtype=torch.int64, device=device)
         region = (cache.first_page * cache.page, (cache.first_page + lay.pages) * cache.page)
-        if cache.backend == 'flashinfer':
+        if cache.backend is AttentionBackend.FLASHINFER:
             return cls(dest, ar[:lay.special_tokens], ar[:lay.patch_tokens],
                        FlashInferRagged(device, graph=True,
                                         splits=cache.splits_for(tokens)),

@@ -44,6 +44,7 @@ import time
 from typing import Any, Optional
 
 from diagnostic_msgs.msg import DiagnosticArray
+from lingbot_ros.cache.backend_choice import AttentionBackend
 from lingbot_ros.model.config import ConfigError
 from lingbot_ros.model.hub import Digest
 from lingbot_ros.ros import diagnostics
@@ -385,7 +386,8 @@ class LingbotNode(LifecycleNode):
         self._fill_info(engine, engine_cfg)
         self._lb_services = Services(self, self._service_group)
         log.info(f'model: {engine.description} on {engine.device} ({self.info.dtype}, '
-                 f'{engine.backend} attention); image conversion: {self._converter.backend}')
+                 f'{engine.backend.value} attention); image conversion: '
+                 f'{self._converter.backend}')
         if engine.checkpoint is not None:
             sha = engine.checkpoint.digest.peek() or 'being computed, logged when known'
             log.info(f'checkpoint: {engine.checkpoint.path} (sha256 {sha})')
@@ -477,11 +479,11 @@ class LingbotNode(LifecycleNode):
             engine.checkpoint.digest.peek() or SHA256_PENDING
         info.device = str(engine.device)
         info.dtype = str(engine.dtype).replace('torch.', '')
-        info.backend = engine.backend
+        info.backend = engine.backend.value
         info.converter = self._converter.backend
         info.fallbacks = []
         if cfg.attention_backend == 'auto' and engine.device.type == 'cuda' \
-                and engine.backend != 'flashinfer':
+                and engine.backend is not AttentionBackend.FLASHINFER:
             info.fallbacks.append(f'attention: {engine.backend_reason}')
         if self.params.model.device == 'auto' and engine.device.type == 'cpu':
             info.fallbacks.append('device auto: no CUDA device, running on the CPU')

@@ -28,6 +28,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, Protocol
 
+from lingbot_ros.cache.backend_choice import AttentionBackend
 from lingbot_ros.cache.dense import DenseStreamCache
 import torch
 
@@ -69,7 +70,7 @@ class CacheSpec:
     camera_head_dim: int
     device: torch.device
     dtype: torch.dtype
-    backend: str = 'sdpa'
+    backend: AttentionBackend = AttentionBackend.SDPA
     kv_splits: int = 0   # FlashInfer key parts per call (0: auto, see PagedStreamCache)
     camera_dtype: torch.dtype = torch.float32  # what the camera head computes in
 
@@ -105,5 +106,5 @@ def paged_cache_factory(spec: CacheSpec) -> 'tuple[StreamCache, StreamCache]':
     camera = PagedStreamCache.allocate(camera_head_layout(capacity=spec.max_frames),
                                        spec.camera_layers, spec.camera_heads,
                                        spec.camera_head_dim, spec.camera_dtype, spec.device,
-                                       'sdpa')
+                                       AttentionBackend.SDPA)
     return agg, camera

@@ -26,8 +26,9 @@ from __future__ import annotations
 
 from pathlib import Path
 import time
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Optional, Union
 
+from lingbot_ros.cache.backend_choice import AttentionBackend
 from lingbot_ros.model.config import ConfigError, ModelConfig
 from lingbot_ros.model.graphs import GraphedStep, stageable, StagingRefused
 from lingbot_ros.model.hub import HubError, resolve_checkpoint, ResolvedCheckpoint
@@ -108,8 +109,9 @@ def _resolve_device(name: str) -> torch.device:
     return device
 
 
-def _resolve_backend(name: str, device: torch.device, dtype: torch.dtype,
-                     model_cfg: ModelConfig, kv_dtype: Optional[torch.dtype] = None,
+def _resolve_backend(name: Union[AttentionBackend, str], device: torch.device,
+                     dtype: torch.dtype, model_cfg: ModelConfig,
+                     kv_dtype: Optional[torch.dtype] = None,
                      progress: Callable[[str], None] = lambda _: None) -> tuple:
     """
     Return (backend, reason) for the aggregator cache, as the cache layer decides it.
@@ -124,11 +126,13 @@ def _resolve_backend(name: str, device: torch.device, dtype: torch.dtype,
     agg = model_cfg.aggregator
     kv_dtype = kv_dtype or dtype
     try:
-        backend, reason = resolve_backend(name, device, streams=1, dtype=kv_dtype,
+        requested = AttentionBackend.of(name)
+        backend, reason = resolve_backend(requested, device, streams=1, dtype=kv_dtype,
                                           head_dim=agg.head_dim)
     except (ValueError, RuntimeError) as exc:
-        raise EngineError(f'attention_backend={name!r}: {exc}') from exc
-    if backend == 'flashinfer':
+        shown = getattr(name, 'value', name)  # the name, as the parameter gave it
+        raise EngineError(f'attention_backend={shown!r}: {exc}') from exc
+    if backend is AttentionBackend.FLASHINFER:
         before, t0 = flashinfer_kernels_built(), time.monotonic()
         if not before:
             progress(f'building FlashInfer attention kernels (the first start on this machine '
@@ -142,10 +146,11 @@ def _resolve_backend(name: str, device: torch.device, dtype: torch.dtype,
                 progress(f'FlashInfer attention kernels built in {seconds:.1f} s (once per '
                          f'machine; cached in {flashinfer_kernel_dir()})')
         except Exception as exc:  # noqa: BLE001 - any kernel build failure
-            if name == 'flashinfer':
+            if requested is AttentionBackend.FLASHINFER:
                 raise EngineError(f'attention_backend=flashinfer: the kernel failed to build '
                                   f'or run ({type(exc).__name__}: {exc})') from exc
-            return 'sdpa', f'auto: FlashInfer failed its warm-up ({type(exc).__name__}) -> SDPA'
+            return (AttentionBackend.SDPA,
+                    f'auto: FlashInfer failed its warm-up ({type(exc).__name__}) -> SDPA')
     return backend, reason
 
 
@@ -178,7 +183,7 @@ def _model_config(cfg: EngineConfig) -> ModelConfig:
     return ModelConfig.load(path)
 
 
-def default_cache_factory(backend: str) -> CacheFactory:
+def default_cache_factory(backend: AttentionBackend) -> CacheFactory:
     """Pick the paged cache (the bounded one); the dense cache stays the tests' yardstick."""
     return paged_cache_factory
 
@@ -187,7 +192,7 @@ class Engine:
     """A loaded model; ``Engine.load(cfg)`` then ``engine.new_session(name, stream_cfg)``."""
 
     def __init__(self, model: Any, model_config: ModelConfig, device: torch.device,
-                 dtype: torch.dtype, backend: str, description: str,
+                 dtype: torch.dtype, backend: Union[AttentionBackend, str], description: str,
                  cache_factory: Optional[CacheFactory] = None, cuda_graphs: bool = False,
                  checkpoint: Optional[ResolvedCheckpoint] = None,
                  kv_dtype: Optional[torch.dtype] = None,
@@ -202,9 +207,9 @@ class Engine:
         self.model_config = model_config
         self.device = device
         self.dtype = dtype
-        self.backend = backend
+        self.backend = AttentionBackend.of(backend)
         self.description = description
-        self.cache_factory = cache_factory or default_cache_factory(backend)
+        self.cache_factory = cache_factory or default_cache_factory(self.backend)
         self.backend_reason = 'given'
         self.load_phases: dict = {}  # Engine.load: seconds by step
         self.compiled_blocks = 0  # torch_compile: blocks whose pieces are compiled (0: off)

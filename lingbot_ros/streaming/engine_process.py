@@ -53,6 +53,7 @@ import time
 from typing import Any, Callable, Optional
 import weakref
 
+from lingbot_ros.cache.backend_choice import AttentionBackend
 from lingbot_ros.cache.stats import CacheStats
 from lingbot_ros.streaming.config import EngineConfig, StreamConfig
 from lingbot_ros.streaming.device_memory import DeviceMemory
@@ -142,7 +143,7 @@ class Loaded:
     description: str
     device: str
     dtype: str
-    backend: str
+    backend: AttentionBackend
     backend_reason: str
     compiled_blocks: int
     load_phases: dict

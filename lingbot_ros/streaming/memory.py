@@ -38,10 +38,10 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 import math
 from pathlib import Path
-from typing import Optional, Tuple
+from typing import Optional, Tuple, Union
 
-from lingbot_ros.cache.backends import (is_fp8, resolve_backend, WORKSPACE_BYTES,
-                                        WRAPPER_INT_WORKSPACE_BYTES)
+from lingbot_ros.cache.backends import (AttentionBackend, is_fp8, resolve_backend,
+                                        WORKSPACE_BYTES, WRAPPER_INT_WORKSPACE_BYTES)
 from lingbot_ros.cache.layout import aggregator_layout, camera_head_layout, StreamLayout
 from lingbot_ros.model.checkpoint import _build_meta, matmul_parameters, storage_dtype
 from lingbot_ros.model.config import ModelConfig, SPECIAL_TOKENS
@@ -297,7 +297,8 @@ def _largest_head_weight(mc: ModelConfig) -> int:
 
 def estimate(engine_cfg: EngineConfig, stream_cfg: StreamConfig, input_hw: Tuple[int, int],
              cameras: int = 1, *, model_config: Optional[ModelConfig] = None,
-             backend: Optional[str] = None, device_type: Optional[str] = None
+             backend: Union[AttentionBackend, str, None] = None,
+             device_type: Optional[str] = None
              ) -> MemoryEstimate:
     """
     Return the device memory the engine and ``cameras`` sessions will need, by part.
@@ -350,17 +351,18 @@ def estimate(engine_cfg: EngineConfig, stream_cfg: StreamConfig, input_hw: Tuple
             backend, _ = resolve_backend(engine_cfg.attention_backend, torch.device(device),
                                          dtype=kv_dtype, head_dim=mc.aggregator.head_dim)
         except (ValueError, RuntimeError):
-            backend = 'sdpa'
+            backend = AttentionBackend.SDPA
+    backend = AttentionBackend.of(backend)
     workspace = 0
     if cuda:
         workspace += CUBLAS_WORKSPACE_BYTES * (2 if graphs else 1)
-    if backend == 'flashinfer':
+    if backend is AttentionBackend.FLASHINFER:
         workspace += WORKSPACE_BYTES + cameras * WRAPPER_INT_WORKSPACE_BYTES
 
     upcast = 4 * _largest_head_weight(mc) \
         if head_dtype != torch.float32 and not low_heads else 0
     kv_upcast = fp8_upcast_bytes(mc, stream_cfg, model_hw, compute) \
-        if is_fp8(kv_dtype) and backend != 'flashinfer' else 0
+        if is_fp8(kv_dtype) and backend is not AttentionBackend.FLASHINFER else 0
     chunk = engine_cfg.depth_chunk_frames
     images = 2 * stream_cfg.scale_frames * 3 * h * w * 4
     activations = (call_activation_bytes(mc, model_hw, stream_cfg.scale_frames, compute,

@@ -52,6 +52,7 @@ import math
 import time
 from typing import Any, Callable, Deque, Optional, Sequence
 
+from lingbot_ros.cache.backend_choice import AttentionBackend
 from lingbot_ros.cache.overflow import CacheOverflow
 from lingbot_ros.cache.stats import CacheStats
 from lingbot_ros.model.config import ConfigError, ModelConfig, SPECIAL_TOKENS
@@ -92,12 +93,15 @@ class SessionContext:
     model_config: ModelConfig
     device: torch.device
     dtype: torch.dtype
-    backend: str
+    backend: AttentionBackend  # or its name: taken as the member
     cache_factory: CacheFactory
     prepare: Optional[PrepareFn] = None
     kv_dtype: Optional[torch.dtype] = None  # the aggregator cache's storage (None: dtype)
     camera_kv_dtype: torch.dtype = torch.float32  # the camera head cache's (its compute dtype)
     kv_splits: int = 0  # FlashInfer key parts per call (0: auto)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, 'backend', AttentionBackend.of(self.backend))
 
 
 @dataclass

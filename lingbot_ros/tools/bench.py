@@ -33,6 +33,7 @@ import sys
 import time
 from typing import Optional, Sequence
 
+from lingbot_ros.cache.backend_choice import AttentionBackend
 from lingbot_ros.streaming.config import EngineConfig, HeadDtype, StreamConfig
 from lingbot_ros.streaming.engine import Engine
 import numpy as np
@@ -135,7 +136,7 @@ def pose_drift(a: np.ndarray, b: np.ndarray) -> dict:
 
 def _kv_splits(engine: Engine, args: argparse.Namespace) -> int:
     """Key parts of a streaming frame's attention (FlashInfer only; else 1)."""
-    if engine.backend != 'flashinfer':
+    if engine.backend is not AttentionBackend.FLASHINFER:
         return 1
     if args.kv_splits:
         return args.kv_splits
@@ -216,7 +217,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         if engine.device.type == 'cuda':
             summary['peak_memory_gib'] = torch.cuda.max_memory_allocated(engine.device) / 2**30
             summary['gpu'] = torch.cuda.get_device_name(engine.device)
-        summary.update(device=str(engine.device), backend=engine.backend, dtype=dtype,
+        summary.update(device=str(engine.device), backend=engine.backend.value, dtype=dtype,
                        backend_reason=engine.backend_reason,
                        cuda_graphs=engine.graph_status, torch_compile=engine.compile_status,
                        warmup_s=warmup_s, model=engine.description, stats=run['stats'].as_dict(),

@@ -76,7 +76,7 @@ def main(argv: Optional[list] = None) -> int:
     except (ParamError, EngineError, OSError) as exc:
         print(f'lingbot-ros-prepare: {exc}', file=sys.stderr)
         return 1
-    print(f'attention backend {backend} ({reason}); ready in {seconds:.1f} s')
+    print(f'attention backend {backend.value} ({reason}); ready in {seconds:.1f} s')
     if cfg.torch_compile:
         try:
             engine = Engine.load(cfg.replace(checkpoint=None))
