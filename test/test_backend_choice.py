@@ -14,7 +14,10 @@
 
 """Which attention backend a cache gets, and why (no GPU needed to decide)."""
 
-from lingbot_ros.cache.backends import FLASHINFER_HEAD_DIMS, resolve_backend
+from lingbot_ros.cache.backend_choice import USER_BACKENDS
+from lingbot_ros.cache.backends import AttentionBackend, FLASHINFER_HEAD_DIMS, resolve_backend
+from lingbot_ros.model.config import ConfigError
+from lingbot_ros.streaming.config import BACKENDS, EngineConfig
 import pytest
 import torch
 
@@ -44,3 +47,34 @@ def test_explicit_flashinfer_refuses_what_it_cannot_run():
         resolve_backend('flashinfer', CUDA, dtype=torch.float32, head_dim=64)
     with pytest.raises(ValueError, match='needs CUDA'):
         resolve_backend('flashinfer', torch.device('cpu'), dtype=torch.bfloat16, head_dim=64)
+
+
+@pytest.mark.parametrize('name', ['auto', 'sdpa', 'flashinfer'])
+def test_config_takes_backend_names_as_members(name):
+    cfg = EngineConfig(attention_backend=name).validate()
+    assert cfg.attention_backend is AttentionBackend(name)
+    assert cfg.attention_backend.value == name
+
+
+@pytest.mark.parametrize('name', ['paged_sdpa', AttentionBackend.PAGED_SDPA, 'flash', 3, None])
+def test_config_refuses_other_backends_naming_the_parameter(name):
+    with pytest.raises(ConfigError) as err:
+        EngineConfig(attention_backend=name).validate()
+    text = str(err.value)
+    assert text.startswith(f'attention_backend={getattr(name, "value", name)!r} is invalid')
+    assert "['auto', 'sdpa', 'flashinfer']" in text
+
+
+@pytest.mark.parametrize('requested', ['sdpa', 'paged_sdpa', AttentionBackend.SDPA,
+                                       AttentionBackend.PAGED_SDPA])
+def test_resolve_backend_returns_members(requested):
+    backend, reason = resolve_backend(requested, torch.device('cpu'))
+    assert backend is AttentionBackend(requested) and reason == 'requested'
+    assert resolve_backend('auto', torch.device('cpu'))[0] is AttentionBackend.SDPA
+    assert resolve_backend(AttentionBackend.AUTO, CUDA, dtype=torch.float32)[0] \
+        is AttentionBackend.SDPA
+
+
+def test_user_choices_come_from_the_enum():
+    assert BACKENDS == ('auto', 'sdpa', 'flashinfer')
+    assert USER_BACKENDS == tuple(AttentionBackend(name) for name in BACKENDS)

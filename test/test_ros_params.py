@@ -94,6 +94,7 @@ def test_defaults_map_onto_the_streaming_configs():
     ('scale_frames', 2.5, 'an integer'),
     ('points_confidence_percentile', 100.0, '[0.0, 99.9]'),
     ('head_dtype', 'bfloat16', "'float32', 'compute'"),
+    ('attention_backend', 'paged_sdpa', "'auto', 'sdpa', 'flashinfer'"),
 ])
 def test_invalid_values_name_the_parameter_value_and_rule(name, value, hint):
     with pytest.raises(ParamError) as info:
@@ -112,6 +113,15 @@ def test_head_dtype_maps_into_the_engine_config():
     assert eng.head_dtype is HeadDtype.COMPUTE and eng.dtype == 'bfloat16'
     with pytest.raises(ParamError, match='read-only'):
         update(parse({}), {'head_dtype': 'compute'})
+
+
+def test_attention_backend_maps_into_the_engine_config():
+    from lingbot_ros.cache.backend_choice import AttentionBackend, USER_BACKENDS
+    assert SPEC['attention_backend'].choices == tuple(b.value for b in USER_BACKENDS)
+    eng = params.engine_config(parse({'attention_backend': 'sdpa'}), cuda_available=False)
+    assert eng.attention_backend is AttentionBackend.SDPA
+    assert params.engine_config(parse({}), cuda_available=True).attention_backend \
+        is AttentionBackend.AUTO
 
 
 def test_cross_field_and_runtime_rules():

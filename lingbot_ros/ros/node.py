@@ -482,7 +482,7 @@ class LingbotNode(LifecycleNode):
         info.backend = engine.backend.value
         info.converter = self._converter.backend
         info.fallbacks = []
-        if cfg.attention_backend == 'auto' and engine.device.type == 'cuda' \
+        if cfg.attention_backend is AttentionBackend.AUTO and engine.device.type == 'cuda' \
                 and engine.backend is not AttentionBackend.FLASHINFER:
             info.fallbacks.append(f'attention: {engine.backend_reason}')
         if self.params.model.device == 'auto' and engine.device.type == 'cpu':

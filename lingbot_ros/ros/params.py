@@ -29,9 +29,10 @@ import os
 import re
 from typing import Any, Callable, Mapping, Optional
 
+from lingbot_ros.cache.backend_choice import AttentionBackend
 from lingbot_ros.ros.conventions import map_from_optical
 from lingbot_ros.ros.executor import ExecutorKind
-from lingbot_ros.streaming.config import (EngineConfig, FrameProducts, HeadDtype,
+from lingbot_ros.streaming.config import (BACKENDS, EngineConfig, FrameProducts, HeadDtype,
                                           KvCacheDtype, PointsSpec, StreamConfig,
                                           WeightsDtype)
 from lingbot_ros.streaming.map_cloud import MapCloudConfig
@@ -89,8 +90,7 @@ SPECS: tuple[Spec, ...] = (
     Spec('dtype', 'auto', "Compute dtype. 'auto': bfloat16 on CUDA, float32 on CPU.",
          read_only=True, choices=('auto', 'float32', 'bfloat16', 'float16')),
     Spec('attention_backend', 'auto', 'Attention over the paged KV cache. auto: FlashInfer '
-         'where installed on CUDA, else PyTorch SDPA.', read_only=True,
-         choices=('auto', 'sdpa', 'flashinfer')),
+         'where installed on CUDA, else PyTorch SDPA.', read_only=True, choices=BACKENDS),
     Spec('seed', 0, 'Seed for random weights (no checkpoint).', read_only=True,
          low=0, high=2**31 - 1),
     Spec('cuda_graphs', True, 'Replay each streaming frame as one CUDA graph, attention over '
@@ -524,7 +524,7 @@ def engine_config(p: NodeParams, cuda_available: bool) -> EngineConfig:
         dtype = 'bfloat16' if on_cuda else 'float32'
     return EngineConfig(checkpoint=m.checkpoint or None, preset=p.resolved_preset,
                         model_config=m.model_config or None, device=m.device, dtype=dtype,
-                        attention_backend=m.attention_backend, seed=m.seed,
+                        attention_backend=AttentionBackend(m.attention_backend), seed=m.seed,
                         cuda_graphs=m.cuda_graphs, weights_dtype=WeightsDtype(m.weights_dtype),
                         kv_cache_dtype=KvCacheDtype(m.kv_cache_dtype),
                         head_dtype=HeadDtype(m.head_dtype),

@@ -29,13 +29,14 @@ import math
 import re
 from typing import Any, Mapping, Optional
 
+from lingbot_ros.cache.backend_choice import AttentionBackend, USER_BACKENDS
 from lingbot_ros.cache.limits import MAX_KV_SPLITS
 from lingbot_ros.model.config import ConfigError, PRESETS
 from lingbot_ros.model.hub import (HubSpecError, is_hub_spec, parse_hub_spec, SPEC_EXAMPLE,
                                    SPEC_FORM)
 
 DTYPES = ('float32', 'bfloat16', 'float16')
-BACKENDS = ('auto', 'sdpa', 'flashinfer')
+BACKENDS = tuple(b.value for b in USER_BACKENDS)  # attention_backend's names, for parsers
 _DEVICE = re.compile(r'^(auto|cpu|cuda(:\d+)?)$')
 # The camera size assumed before a real camera is seen: the start-up memory estimate, the
 # compile warm-up (a camera of another size gets its own at its first frames).
@@ -277,7 +278,7 @@ class EngineConfig:
     model_config: Optional[str] = None
     device: str = 'auto'
     dtype: str = 'float32'
-    attention_backend: str = 'auto'
+    attention_backend: AttentionBackend = AttentionBackend.AUTO
     seed: int = 0
     cuda_graphs: bool = True  # replay streaming frames as CUDA graphs (CUDA only)
     weights_dtype: WeightsDtype = WeightsDtype.AUTO
@@ -290,7 +291,8 @@ class EngineConfig:
 
     def __post_init__(self) -> None:
         # Parameters arrive as strings (YAML, ROS): take the enum member that has the value.
-        for name, kind in (('weights_dtype', WeightsDtype), ('kv_cache_dtype', KvCacheDtype),
+        for name, kind in (('attention_backend', AttentionBackend),
+                           ('weights_dtype', WeightsDtype), ('kv_cache_dtype', KvCacheDtype),
                            ('head_dtype', HeadDtype)):
             value = getattr(self, name)
             if isinstance(value, str) and not isinstance(value, kind) and \
@@ -316,8 +318,10 @@ class EngineConfig:
         _require(isinstance(self.device, str) and bool(_DEVICE.match(self.device)), 'device',
                  self.device, "'auto', 'cpu', 'cuda' or 'cuda:N'")
         _require(self.dtype in DTYPES, 'dtype', self.dtype, f'one of {list(DTYPES)}')
-        _require(self.attention_backend in BACKENDS, 'attention_backend',
-                 self.attention_backend, f'one of {list(BACKENDS)}')
+        backend = self.attention_backend
+        _require(isinstance(backend, AttentionBackend) and backend in USER_BACKENDS,
+                 'attention_backend', getattr(backend, 'value', backend),
+                 f'one of {list(BACKENDS)}')
         _require(_is_int(self.seed) and self.seed >= 0, 'seed', self.seed, 'an integer >= 0')
         _require(isinstance(self.cuda_graphs, bool), 'cuda_graphs', self.cuda_graphs, 'a bool')
         _require(isinstance(self.weights_dtype, WeightsDtype), 'weights_dtype',

@@ -34,7 +34,7 @@ import time
 from typing import Optional, Sequence
 
 from lingbot_ros.cache.backend_choice import AttentionBackend
-from lingbot_ros.streaming.config import EngineConfig, HeadDtype, StreamConfig
+from lingbot_ros.streaming.config import BACKENDS, EngineConfig, HeadDtype, StreamConfig
 from lingbot_ros.streaming.engine import Engine
 import numpy as np
 import torch
@@ -159,7 +159,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument('--checkpoint', default=None)
     p.add_argument('--device', default='auto')
     p.add_argument('--dtype', default='bfloat16', choices=['float32', 'bfloat16', 'float16'])
-    p.add_argument('--backend', default='auto', choices=['auto', 'sdpa', 'flashinfer'])
+    p.add_argument('--backend', default='auto', choices=BACKENDS)
     p.add_argument('--height', type=int, default=378)
     p.add_argument('--width', type=int, default=504)
     p.add_argument('--frames', type=int, default=100)
