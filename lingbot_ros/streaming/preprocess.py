@@ -29,6 +29,7 @@ to input pixels.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import Enum
 import functools
 import importlib.metadata
 import io
@@ -48,6 +49,14 @@ _BITS = 22  # Pillow's fixed-point precision for 8-bit resampling
 _LUT = torch.arange(256, dtype=torch.float32) / 255  # uint8 -> [0, 1], as ToTensor does
 
 PathLike = Union[str, Path]
+
+
+class ResizeMethod(str, Enum):
+    """Where a live frame is resampled onto the model grid; all give the same values."""
+
+    AUTO = 'auto'    # PIL for a CPU device, TORCH for any other
+    PIL = 'pil'      # Pillow on the host, as the reference (and every file) does
+    TORCH = 'torch'  # the same fixed-point resampler in torch, on the model's device
 
 
 @dataclass(frozen=True)
@@ -238,7 +247,7 @@ def video_frames(path: PathLike, fps: float = 10.0) -> Iterator[np.ndarray]:
 def load_video(path: PathLike, fps: float = 10.0, image_size: int = 518,
                patch_size: int = 14) -> torch.Tensor:
     """Preprocess a video's sampled frames into ``float32 [S, 3, H, W]``."""
-    frames = [preprocess_frame(f, 'cpu', image_size, patch_size, method='pil')[0]
+    frames = [preprocess_frame(f, 'cpu', image_size, patch_size, method=ResizeMethod.PIL)[0]
               for f in video_frames(path, fps)]
     if not frames:
         raise ValueError(f'{path}: the video has no readable frames')
@@ -418,9 +427,21 @@ def _widened(x: torch.Tensor) -> torch.Tensor:
     return x.expand(-1, -1, 3) if x.shape[2] == 1 else x
 
 
+def _resize_method(method: Union[ResizeMethod, str]) -> ResizeMethod:
+    """Return the member ``method`` is or names (ValueError naming the allowed ones)."""
+    if isinstance(method, str):
+        for member in ResizeMethod:
+            if member.value == method:
+                return member
+    names = [repr(m.value) for m in ResizeMethod]
+    raise ValueError(f"method={method!r} is invalid: expected {', '.join(names[:-1])} or "
+                     f'{names[-1]}')
+
+
 def preprocess_frame(rgb: Union[np.ndarray, torch.Tensor],
                      device: Union[str, torch.device] = 'cpu', image_size: int = 518,
-                     patch_size: int = 14, method: str = 'auto'
+                     patch_size: int = 14,
+                     method: Union[ResizeMethod, str] = ResizeMethod.AUTO
                      ) -> Tuple[torch.Tensor, FrameTransform]:
     """
     Turn one ``uint8 [H, W, 3]`` RGB frame into the model input ``float32 [3, h, w]``.
@@ -432,16 +453,15 @@ def preprocess_frame(rgb: Union[np.ndarray, torch.Tensor],
     device = torch.device(device)
     frame = _check_frame(rgb)
     plan = plan_transform((frame.shape[0], frame.shape[1]), image_size, patch_size)
-    if method == 'auto':
-        method = 'pil' if device.type == 'cpu' else 'torch'
-    if method == 'pil':
+    method = _resize_method(method)
+    if method is ResizeMethod.AUTO:
+        method = ResizeMethod.PIL if device.type == 'cpu' else ResizeMethod.TORCH
+    if method is ResizeMethod.PIL:
         image_mod, _ = _pil()
         arr = frame.cpu().numpy() if isinstance(frame, torch.Tensor) else frame
         arr = np.ascontiguousarray(np.broadcast_to(arr, arr.shape[:2] + (3,)))
         img = image_mod.fromarray(arr)
         return _pil_to_model(img, plan).to(device), plan
-    if method != 'torch':
-        raise ValueError(f"method={method!r} is invalid: expected 'auto', 'pil' or 'torch'")
     x = _to_device(frame, device)
     (new_h, new_w), top = plan.resized_hw, plan.offset_xy[1]
     kept = slice(top, top + plan.model_hw[0])
