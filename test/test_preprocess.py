@@ -127,6 +127,17 @@ def test_grey_and_tensor_frames():
         assert torch.equal(got, want)
 
 
+def test_resize_method_takes_members_and_names():
+    rgb = np.random.default_rng(8).integers(0, 256, (30, 60, 3), dtype=np.uint8)
+    want, _ = pp.preprocess_frame(rgb, 'cpu', 28, method='pil')
+    for method in pp.ResizeMethod:
+        for given in (method, method.value):
+            got, _ = pp.preprocess_frame(rgb, 'cpu', 28, method=given)
+            assert torch.equal(got, want)
+    with pytest.raises(ValueError, match="expected 'auto', 'pil' or 'torch'"):
+        pp.preprocess_frame(rgb, method='PIL')
+
+
 @pytest.mark.parametrize('wh,grid,top', [((1920, 1080), (294, 518), 0),
                                          ((640, 480), (392, 518), 0),
                                          ((1080, 1920), (518, 518), 203),
