@@ -97,7 +97,8 @@ def _player_cmd(args: argparse.Namespace, topic: str) -> list:
     exe = _scripts_dir() / 'lingbot-ros-play'
     cmd = [str(exe)] if exe.exists() else [sys.executable, '-m', 'lingbot_ros.tools.play']
     cmd += [str(args.source), '--topic', topic, '--rate', str(args.rate), '--loop',
-            '--count', str(args.frames), '--quiet', '--wait', '30']
+            '--count', str(args.frames), '--quiet', '--wait', '30',
+            '--subscribers', '2']  # the counter and the node: nothing sent before both read
     if args.size:
         cmd += ['--size', args.size]
     return cmd

@@ -128,6 +128,35 @@ def test_bad_arguments_are_refused():
     assert proc.returncode == 2 and '--rate=0.0 is invalid' in proc.stderr
 
 
+def test_player_waits_for_as_many_subscribers_as_asked(probe):
+    """With --subscribers 2 nothing goes out while one reader is matched (live_node.py's case:
+    the counter beside the node must not see frames sent before the node's reader is)."""
+    topic = '/play_test/two_readers'
+    first = probe.collect(Image, topic)
+    proc = subprocess.Popen([str(BIN / 'lingbot-ros-play'), 'scene', '--count', '5', '--topic',
+                             topic, '--rate', '30', '--quiet', '--wait', '60',
+                             '--subscribers', '2'], env=_env(), stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+    try:
+        probe.spin_for(3.0)
+        assert first == [] and proc.poll() is None
+        second = probe.collect(Image, topic)
+        probe.spin_until(lambda: len(second) >= 5 and proc.poll() is not None, 60)
+        out = proc.communicate(timeout=30)[0]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    probe.spin_for(0.3)
+    assert proc.returncode == 0, out
+    assert len(first) == len(second) == 5
+
+
+def test_subscribers_below_one_are_refused():
+    proc = subprocess.run([str(BIN / 'lingbot-ros-play'), 'scene', '--subscribers', '0'],
+                          env=_env(), capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and '--subscribers=0 is invalid' in proc.stderr
+
+
 def test_demo_streams_the_scene_through_the_node_and_exits_zero():
     env = _env(DEMO_DOMAIN)
     proc = subprocess.run([str(BIN / 'lingbot-ros-demo'), '--frames', '6', '--rate', '5',

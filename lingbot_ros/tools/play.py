@@ -260,7 +260,11 @@ def parse_args(argv: Optional[list] = None) -> argparse.Namespace:
     p.add_argument('--width', type=int, default=320, help='scene width (scene only)')
     p.add_argument('--height', type=int, default=240, help='scene height (scene only)')
     p.add_argument('--wait', type=float, default=10.0,
-                   help='seconds to wait for a subscriber before publishing (default 10)')
+                   help='seconds to wait for the subscribers before publishing (default 10)')
+    p.add_argument('--subscribers', type=int, default=1,
+                   help='publish once this many subscribers are matched (default 1); a '
+                        'benchmark that counts beside the node waits for both, so the first '
+                        "frames are not sent before the node's reader is matched")
     p.add_argument('--quiet', action='store_true', help='no per-frame output')
     p.add_argument('--size', type=_size, default=None, metavar='WIDTHxHEIGHT',
                    help="resize every frame to this size (e.g. 640x480, a camera's)")
@@ -269,6 +273,8 @@ def parse_args(argv: Optional[list] = None) -> argparse.Namespace:
         p.error(f'--rate={args.rate} is invalid: expected > 0')
     if args.count < 0:
         p.error(f'--count={args.count} is invalid: expected >= 0')
+    if args.subscribers < 1:
+        p.error(f'--subscribers={args.subscribers} is invalid: expected >= 1')
     return args
 
 
@@ -285,9 +291,9 @@ def main(argv: Optional[list] = None) -> int:
     probe = Probe('lingbot_ros_play')
     try:
         pub = probe.publisher(CompressedImage if compressed else Image, topic)
-        if args.wait > 0 and not probe.wait_for_subscribers(pub, 1, args.wait):
-            print(f'no subscriber on {topic} after {args.wait:.0f} s; publishing anyway',
-                  file=sys.stderr)
+        if args.wait > 0 and not probe.wait_for_subscribers(pub, args.subscribers, args.wait):
+            print(f'{pub.get_subscription_count()} of {args.subscribers} subscriber(s) on '
+                  f'{topic} after {args.wait:.0f} s; publishing anyway', file=sys.stderr)
         scene_count = args.count or 120
         sent = 0
 
