@@ -129,8 +129,8 @@ def test_bad_arguments_are_refused():
 
 
 def test_player_waits_for_as_many_subscribers_as_asked(probe):
-    """With --subscribers 2 nothing goes out while one reader is matched (live_node.py's case:
-    the counter beside the node must not see frames sent before the node's reader is)."""
+    # With --subscribers 2 nothing goes out while one reader is matched (live_node.py's case:
+    # the counter beside the node must not see frames sent before the node's reader is).
     topic = '/play_test/two_readers'
     first = probe.collect(Image, topic)
     proc = subprocess.Popen([str(BIN / 'lingbot-ros-play'), 'scene', '--count', '5', '--topic',
