@@ -44,10 +44,10 @@ def _run(session, frames: list) -> dict:
         t0 = time.perf_counter()
         results = session.step(frame, 1 + i)
         ms = (time.perf_counter() - t0) * 1e3
-        if len(results) == 1 and 'step' in results[0].timings_ms:
-            t = results[0].timings_ms
+        if len(results) == 1 and results[0].timings.streamed:
+            t = results[0].timings
             wall.append(ms)
-            own.append(t['step'] + t.get('prepare', 0.0))
+            own.append(t.step + (t.prepare or 0.0))
             r = results[0]
             nbytes = sum(a.nbytes for a in (r.depth, r.confidence, r.colors) if a is not None)
     return {'wall': np.array(wall), 'own': np.array(own), 'result_bytes': nbytes}

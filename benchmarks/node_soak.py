@@ -99,7 +99,7 @@ class BuildingSink:
             messages.point_cloud(result, pose, 'map', 4, 0.0, 50.0)
             if result.is_keyframe:
                 self.maps.submit(cam.index, result, pose)
-        self.model_ms.append(result.timings_ms.get('model', float('nan')))
+        self.model_ms.append(result.timings.model)
         output.delivered()
 
     def report(self, cam, topic, text, level) -> None:

@@ -112,13 +112,13 @@ class _Session:
     config = None
 
     def step(self, image, stamp_ns):
-        from lingbot_ros.streaming.result import FrameResult, FrameType
+        from lingbot_ros.streaming.result import FrameResult, FrameTimings, FrameType
         eye = np.eye(3)
         return [FrameResult(stamp_ns=stamp_ns, index=0, frame_type=FrameType.KEYFRAME,
                             pose_c2w=np.eye(4), pose_enc=np.zeros(9, np.float32),
                             intrinsics=eye, intrinsics_model=eye, input_hw=(4, 4),
                             model_hw=(4, 4),
-                            timings_ms={'model': 20.0, 'step': 25.0, 'prepare': 1.5})]
+                            timings=FrameTimings(model=20.0, step=25.0, prepare=1.5))]
 
     def stats(self):
         from lingbot_ros.cache.stats import CacheStats

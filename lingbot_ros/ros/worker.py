@@ -396,11 +396,11 @@ def _stages(results: list, waited_ms: Optional[float], step_ms: float) -> dict:
     round trip with ``model_process``, next to nothing in one process.
     """
     stages = {Stage.QUEUE: waited_ms}
-    if len(results) == 1 and 'step' in results[0].timings_ms:
-        t = results[0].timings_ms
-        own = t['step'] + (t.get('prepare') or 0.0)
-        stages.update({Stage.PREPARE: t.get('prepare'), Stage.MODEL: t['model'],
-                       Stage.FINISH: t['step'] - t['model'],
+    if len(results) == 1 and results[0].timings.streamed:
+        t = results[0].timings
+        own = t.step + (t.prepare or 0.0)
+        stages.update({Stage.PREPARE: t.prepare, Stage.MODEL: t.model,
+                       Stage.FINISH: t.step - t.model,
                        Stage.TRANSPORT: max(0.0, step_ms - own)})
     return stages
 

@@ -32,6 +32,26 @@ class FrameType(IntEnum):
 
 
 @dataclass(frozen=True)
+class FrameTimings:
+    """
+    Host milliseconds a session spent on one frame (what ``/diagnostics`` splits a step into).
+
+    ``model`` is the model call with its outputs on the host; a streamed frame also has
+    ``step`` (the whole call from start to commit, ``model`` included, the resize not) and
+    ``prepare`` (the resize; None where the caller resized), which the scale call lacks.
+    """
+
+    model: float = float('nan')
+    step: Optional[float] = None
+    prepare: Optional[float] = None
+
+    @property
+    def streamed(self) -> bool:
+        """Whether these are a streamed frame's (``step`` timed), not the scale call's."""
+        return self.step is not None
+
+
+@dataclass(frozen=True)
 class FrameResult:
     """
     Outputs for one input frame, stamped with the input's stamp.
@@ -60,9 +80,7 @@ class FrameResult:
     # made on the model's device when the stream's config.products asks (streaming/products)
     depth_input: Optional[np.ndarray] = None  # [h, w] float32 on the input's pixels (NaN: none)
     points_rows: Optional[np.ndarray] = None  # [N, 4] float32 x, y, z, packed rgb
-    # host milliseconds: 'model' (the call, outputs on the host); a streamed frame also has
-    # 'prepare' (resize) and 'step' (its call from start to commit, prepare not included)
-    timings_ms: dict = field(default_factory=dict)
+    timings: FrameTimings = field(default_factory=FrameTimings)
 
     @property
     def is_keyframe(self) -> bool:

@@ -62,7 +62,7 @@ from lingbot_ros.streaming.config import KeyframeMode, StreamConfig
 from lingbot_ros.streaming.errors import FrameRejected, SizeChanged
 from lingbot_ros.streaming.host import to_host
 from lingbot_ros.streaming.keyframes import make_policy
-from lingbot_ros.streaming.result import FrameResult, FrameType
+from lingbot_ros.streaming.result import FrameResult, FrameTimings, FrameType
 from lingbot_ros.streaming.trajectory import (intrinsics_from_fov, invert_rigid,
                                               matrix_to_pose_enc, pose_enc_to_matrix)
 from lingbot_ros.streaming.windows import align_overlap, Sim3
@@ -542,10 +542,9 @@ class Session:
             self._last_kf = (self._index - 1, rec.result.pose_c2w, rec.result.intrinsics_model)
         else:
             self._rollbacks += 1
-        timings = dict(rec.result.timings_ms, step=(time.perf_counter() - t0) * 1e3)
-        if prepare_ms is not None:
-            timings['prepare'] = prepare_ms
-        rec.result = replace(rec.result, timings_ms=timings)
+        timings = replace(rec.result.timings, step=(time.perf_counter() - t0) * 1e3,
+                          prepare=prepare_ms)
+        rec.result = replace(rec.result, timings=timings)
         return self._published(rec)
 
     def _open_window(self) -> None:
@@ -728,7 +727,7 @@ class Session:
             pose_enc=enc, intrinsics=np.asarray(prep.model_to_input, np.float64) @ k_model,
             intrinsics_model=k_model, input_hw=tuple(prep.input_hw), model_hw=(h, w),
             window_index=window.index, depth=depth, confidence=conf, colors=colors,
-            timings_ms={'model': model_ms}, map_epoch=self._map_epoch)
+            timings=FrameTimings(model=model_ms), map_epoch=self._map_epoch)
         if call.maps is not None:
             result = replace(result, **self._products(call.maps, j, sim3.scale, result))
         self._index += 1
