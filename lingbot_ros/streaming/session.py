@@ -170,12 +170,31 @@ class _DeviceMaps:
 
 
 @dataclass(frozen=True)
-class _Call:
-    """One model call: its outputs on the host, its time, the maps for the products."""
+class _HostOutputs:
+    """A call's outputs on the host, one row per frame of the call (float32 unless noted)."""
 
-    host: dict
+    pose_enc: np.ndarray          # [S, 9]
+    pose_enc_iters: np.ndarray    # [S, iterations, 9]
+    camera_tokens: np.ndarray     # [S, 4, 2C]
+    depth: Optional[np.ndarray]   # [S, H, W, 1]; None: the call ran without depth
+    depth_conf: Optional[np.ndarray]  # [S, H, W]
+    colors: Optional[np.ndarray]  # [S, H, W, 3] uint8
+
+
+@dataclass(frozen=True)
+class _Call:
+    """
+    One model call, from its forward until it is committed or rolled back.
+
+    Its size, its outputs on the host, its time, the maps for the products, and its line of
+    ``last_call_stats`` so far.
+    """
+
+    frames: int
+    host: _HostOutputs
     model_ms: float
     maps: Optional[_DeviceMaps]
+    stats: dict  # the fixtures' per-call record (kv_stats.json's keys); _finish completes it
 
 
 def _mapped(sim3: Sim3, enc: np.ndarray) -> np.ndarray:
@@ -466,7 +485,7 @@ class Session:
                 raise
             window = gc = cc = None
             self._shrink_for_memory(oom)  # outside the handler: the call's tensors are gone
-        self._finish(window, True)
+        self._finish(window, call, True)
         records = []
         for j, (prep, stamp) in enumerate(entries):
             rec = self._record(call, j, prep, stamp, FrameType.SCALE, window)
@@ -534,7 +553,7 @@ class Session:
         except BaseException:
             self._abort(window)
             raise
-        self._finish(window, decision, flow_px=rec.flow_px)
+        self._finish(window, call, decision, flow_px=rec.flow_px)
         self._stream_frames += 1
         if decision:
             self._keyframes += 1
@@ -574,12 +593,13 @@ class Session:
                          overlap=deque(kept, maxlen=self._cfg.scale_frames))
         images = torch.stack([k.image for k in kept])
         with_depth = all(k.depth_map is not None for k in kept)
-        host = self._forward(window, images, first=True, scale=True, defer=False,
+        call = self._forward(window, images, first=True, scale=True, defer=False,
                              with_depth=with_depth, phase='reseed',
-                             frames=[k.index for k in kept]).host
-        self._finish(window, True)
-        curr = pose_enc_to_matrix(host['pose_enc'])
-        depths = None if host['depth'] is None else list(host['depth'][..., 0])
+                             frames=[k.index for k in kept])
+        self._finish(window, call, True)
+        host = call.host
+        curr = pose_enc_to_matrix(host.pose_enc)
+        depths = None if host.depth is None else list(host.depth[..., 0])
         window.sim3 = align_overlap([k.pose_map for k in kept], list(curr),
                                     [k.depth_map for k in kept] if with_depth else None, depths)
         self._window = window
@@ -613,7 +633,7 @@ class Session:
 
     def _forward(self, window: _Window, images: torch.Tensor, *, first: bool, scale: bool,
                  defer: bool, with_depth: bool, phase: str, frames: Sequence[int],
-                 decided: Optional[bool] = True) -> tuple:
+                 decided: Optional[bool] = True) -> _Call:
         """Begin, run the model and copy its outputs to the host; roll back on failure."""
         n = int(images.shape[0])
         window.agg.begin(n, defer_eviction=defer)
@@ -630,33 +650,33 @@ class Session:
                                   camera_cache=window.camera, with_depth=with_depth,
                                   camera_iterations=self._cfg.camera_iterations)
             colors = _colors(images) if with_depth else None
-            host = to_host({
+            host = _HostOutputs(**to_host({
                 'pose_enc': out.pose_enc, 'pose_enc_iters': out.pose_enc_iters,
                 'depth': out.depth if with_depth else None,
                 'depth_conf': out.depth_conf if with_depth else None,
                 'colors': colors, 'camera_tokens': out.camera_tokens,
-            })
-            if not np.all(np.isfinite(host['pose_enc'])):
+            }))
+            if not np.all(np.isfinite(host.pose_enc)):
                 raise FrameRejected('the model returned a non-finite pose; frame dropped')
         except BaseException:
             self._abort(window)
             raise
         model_ms = (time.perf_counter() - t0) * 1e3
-        self._pending_stats = dict(
+        stats = dict(
             call_index=self._calls, window_index=window.index, frame_indices=list(frames),
             phase=phase, is_keyframe=decided, rope_time_index_start=window.time, **pre)
         wanted = with_depth and self._cfg.with_depth and self._cfg.products.wanted
         maps = _DeviceMaps(out.depth[..., 0], out.depth_conf, colors) if wanted else None
-        return _Call(host, model_ms, maps)
+        return _Call(n, host, model_ms, maps, stats)
 
     def _abort(self, window: _Window) -> None:
         window.agg.rollback()
         window.camera.rollback()
 
-    def _finish(self, window: _Window, keep: bool, flow_px: float = math.nan) -> None:
+    def _finish(self, window: _Window, call: _Call, keep: bool,
+                flow_px: float = math.nan) -> None:
         """Commit (run the deferred eviction, advance time) or roll back the call."""
-        stats = self._pending_stats
-        n = stats.pop('_n')
+        stats, n = dict(call.stats), call.frames
         if keep:
             self._evictions += int(window.agg.commit() or 0)
             window.camera.commit()
@@ -690,8 +710,7 @@ class Session:
                                                                + window_vis)
         return {'agg_attended_kv_tokens_block0': [tokens],
                 'camera_attended_kv_frames_per_iter': [window.camera.frames + n]
-                * self._iterations(),
-                '_n': n}
+                * self._iterations()}
 
     def _kv_after(self, window: _Window) -> dict:
         frames, resident = window.agg.frames, window.agg.patch_frames_resident
@@ -714,14 +733,14 @@ class Session:
         host, model_ms = call.host, call.model_ms
         h, w = self._model_hw
         sim3 = window.sim3
-        enc = _mapped(sim3, host['pose_enc'][j])
+        enc = _mapped(sim3, host.pose_enc[j])
         pose = pose_enc_to_matrix(enc)
         k_model = intrinsics_from_fov(enc[7], enc[8], h, w)
         depth = conf = colors = None
-        if host['depth'] is not None:
-            depth = (host['depth'][j, ..., 0] * sim3.scale).astype(np.float32, copy=False)
-            conf = host['depth_conf'][j]
-            colors = host['colors'][j]
+        if host.depth is not None:
+            depth = (host.depth[j, ..., 0] * sim3.scale).astype(np.float32, copy=False)
+            conf = host.depth_conf[j]
+            colors = host.colors[j]
         result = FrameResult(
             stamp_ns=stamp_ns, index=self._index, frame_type=ftype, pose_c2w=pose,
             pose_enc=enc, intrinsics=np.asarray(prep.model_to_input, np.float64) @ k_model,
@@ -731,8 +750,8 @@ class Session:
         if call.maps is not None:
             result = replace(result, **self._products(call.maps, j, sim3.scale, result))
         self._index += 1
-        return _Record(result=result, window_iters=host['pose_enc_iters'][j], sim3=sim3,
-                       camera_tokens=host['camera_tokens'][j], depth_conf=conf)
+        return _Record(result=result, window_iters=host.pose_enc_iters[j], sim3=sim3,
+                       camera_tokens=host.camera_tokens[j], depth_conf=conf)
 
     def _products(self, maps: '_DeviceMaps', j: int, scale: float,
                   result: FrameResult) -> dict:
