@@ -18,7 +18,7 @@ from dataclasses import replace
 
 from lingbot_ros.model.config import ConfigError
 from lingbot_ros.ros import messages
-from lingbot_ros.ros.conventions import map_from_optical
+from lingbot_ros.ros.conventions import map_from_optical, MapConvention
 from lingbot_ros.streaming import products
 from lingbot_ros.streaming.config import FrameProducts, PointsSpec
 from lingbot_ros.streaming.engine import model_to_input_matrix
@@ -73,7 +73,7 @@ def test_depth_on_input_is_the_host_resampling_bit_for_bit(input_hw, image_size)
 @pytest.mark.parametrize('decimation,min_conf,pct', [(1, 0.0, 0.0), (2, 1.5, 0.0),
                                                      (3, 0.0, 50.0), (2, 4.0, 30.0),
                                                      (1, 0.0, 99.9)])
-@pytest.mark.parametrize('convention', ['rep103', 'optical'])
+@pytest.mark.parametrize('convention', list(MapConvention), ids=lambda c: c.value)
 def test_point_rows_are_the_host_rows(decimation, min_conf, pct, convention):
     r = _result((480, 640), seed=decimation)
     to_map = map_from_optical(convention)
@@ -121,7 +121,7 @@ def test_invalid_specs_name_the_field(spec, field):
 def test_a_session_makes_them_for_every_frame_and_follows_a_runtime_change():
     from lingbot_ros.streaming.config import EngineConfig, StreamConfig
     from lingbot_ros.streaming.engine import Engine
-    spec = PointsSpec(2, 1.2, 20.0, tuple(map_from_optical('rep103').reshape(-1)))
+    spec = PointsSpec(2, 1.2, 20.0, tuple(map_from_optical(MapConvention.REP103).reshape(-1)))
     cfg = StreamConfig(scale_frames=2, sliding_window=3, max_window_frames=5, image_size=112,
                        products=FrameProducts(depth_on_input=True, points=spec))
     session = Engine.load(EngineConfig(preset='tiny', device='cpu')).new_session('c', cfg)
@@ -133,7 +133,7 @@ def test_a_session_makes_them_for_every_frame_and_follows_a_runtime_change():
     assert len(seen) == 7 and max(r.window_index for r in seen) >= 1
     for r in seen:
         assert np.array_equal(r.depth_input, messages.depth_on_input(r), equal_nan=True)
-        pts = unproject(r, messages.map_pose(r, 'rep103'), 2, 1.2, 20.0)
+        pts = unproject(r, messages.map_pose(r, MapConvention.REP103), 2, 1.2, 20.0)
         assert np.array_equal(r.points_rows, packed_rows(pts.xyz, pts.rgb))
     session.update(cfg.replace(products=FrameProducts(depth_on_input=False)))
     (r,) = session.step(frames[7], 8)
@@ -145,14 +145,15 @@ def test_a_session_makes_them_for_every_frame_and_follows_a_runtime_change():
 
 def test_the_messages_carry_the_made_bytes_as_they_would_have_built_them():
     r = _result((480, 640))
-    spec = PointsSpec(2, 1.5, 25.0, tuple(map_from_optical('rep103').reshape(-1)))
+    spec = PointsSpec(2, 1.5, 25.0, tuple(map_from_optical(MapConvention.REP103).reshape(-1)))
     made = products.make(FrameProducts(True, spec), torch.from_numpy(r.depth),
                          torch.from_numpy(r.confidence), torch.from_numpy(r.colors),
                          r.intrinsics_model, r.intrinsics, r.input_hw, r.pose_c2w)
     with_made = replace(r, depth_input=made['depth_input'].numpy(),
                         points_rows=made['points_rows'].numpy())
     depth = (messages.depth_image(r, 'cam'), messages.depth_image(with_made, 'cam'))
-    points = (messages.point_cloud(r, messages.map_pose(r, 'rep103'), 'map', 2, 1.5, 25.0),
+    rep103 = messages.map_pose(r, MapConvention.REP103)
+    points = (messages.point_cloud(r, rep103, 'map', 2, 1.5, 25.0),
               messages.point_cloud(with_made, np.eye(4), 'map', 9, 0.0, 0.0))
     for built, wrapped in (depth, points):
         assert bytes(wrapped.data) == bytes(built.data)
@@ -163,7 +164,7 @@ def test_the_messages_carry_the_made_bytes_as_they_would_have_built_them():
 @pytest.mark.skipif(not torch.cuda.is_available(), reason='needs a CUDA device')
 def test_on_a_gpu_they_equal_the_host_functions_too():
     r = _result((480, 640), image_size=518, seed=7)
-    spec = PointsSpec(2, 1.5, 25.0, tuple(map_from_optical('rep103').reshape(-1)))
+    spec = PointsSpec(2, 1.5, 25.0, tuple(map_from_optical(MapConvention.REP103).reshape(-1)))
     cuda = torch.device('cuda')
     made = products.make(FrameProducts(True, spec), torch.from_numpy(r.depth).to(cuda),
                          torch.from_numpy(r.confidence).to(cuda),
@@ -171,7 +172,7 @@ def test_on_a_gpu_they_equal_the_host_functions_too():
                          r.intrinsics, r.input_hw, r.pose_c2w)
     depth, rows = made['depth_input'].cpu().numpy(), made['points_rows'].cpu().numpy()
     assert np.array_equal(depth, messages.depth_on_input(r), equal_nan=True)
-    pts = unproject(r, messages.map_pose(r, 'rep103'), 2, 1.5, 25.0)
+    pts = unproject(r, messages.map_pose(r, MapConvention.REP103), 2, 1.5, 25.0)
     theirs = packed_rows(pts.xyz, pts.rgb)
     assert rows.shape == theirs.shape
     assert np.array_equal(rows[:, 3].view(np.uint32), theirs[:, 3].view(np.uint32))
@@ -182,8 +183,10 @@ def test_the_node_asks_only_for_what_someone_reads():
     from lingbot_ros.ros.params import Listened, parse, stream_config
     p = parse({'publish_depth': True, 'publish_points': True, 'map_convention': 'rep103'})
     both = stream_config(p).products
+    assert p.inputs.map_convention is MapConvention.REP103
     assert both.depth_on_input and both.points.decimation == p.outputs.points_decimation
-    assert both.points.map_from_session == tuple(map_from_optical('rep103').reshape(-1))
+    to_map = map_from_optical(MapConvention.REP103)
+    assert both.points.map_from_session == tuple(to_map.reshape(-1))
     only_points = stream_config(p, Listened(depth=False, points=True)).products
     assert not only_points.depth_on_input and only_points.points == both.points
     assert not stream_config(p, Listened(False, False)).products.wanted

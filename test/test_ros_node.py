@@ -438,7 +438,9 @@ def test_reset_and_save_trajectory_services(rig):
     rows = np.loadtxt(tum[0], ndmin=2)
     assert rows.shape == (7, 8)  # the 3 + 4 frames since the stamp reset
     assert rows[0, 0] == pytest.approx(0.5) and rows[-1, 0] == pytest.approx(4.3)
-    assert np.load(tum[0].with_suffix('.npz'))['poses'].shape == (7, 4, 4)
+    saved = np.load(tum[0].with_suffix('.npz'))
+    assert saved['poses'].shape == (7, 4, 4)
+    assert str(saved['map_convention']) == 'rep103'  # the parameter's value, not the enum's
     again = probe.call(Trigger, f'/{RAW}/save_trajectory', Trigger.Request())
     assert again.success, again.message  # within the same second: new files, none overwritten
     second = [p for p in again.message.replace('wrote ', '').split(', ') if p.endswith('.tum')]

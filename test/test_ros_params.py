@@ -87,6 +87,7 @@ def test_defaults_map_onto_the_streaming_configs():
     ('device', 'gpu', "'cuda:N'"),
     ('dtype', 'int8', "'bfloat16'"),
     ('qos_reliability', 'sometimes', "'best_effort'"),
+    ('map_convention', 'enu', "'rep103', 'optical'"),
     ('camera_topics', [], 'non-empty list'),
     ('camera_topics', ['a', 'a'], 'distinct'),
     ('camera_names', ['9lives'], 'starting with a letter'),
@@ -122,6 +123,17 @@ def test_attention_backend_maps_into_the_engine_config():
     assert eng.attention_backend is AttentionBackend.SDPA
     assert params.engine_config(parse({}), cuda_available=True).attention_backend \
         is AttentionBackend.AUTO
+
+
+def test_map_convention_is_a_member_in_the_view_and_its_name_in_the_values():
+    from lingbot_ros.ros.conventions import MapConvention
+    assert SPEC['map_convention'].choices == tuple(c.value for c in MapConvention)
+    assert parse({}).inputs.map_convention is MapConvention.REP103
+    p = parse({'map_convention': 'optical'})
+    assert p.inputs.map_convention is MapConvention.OPTICAL
+    value = params.as_values(p)['map_convention']
+    assert value == 'optical' and type(value) is str  # what ROS and the YAML carry
+    assert update(p, {'publish_points': True}).inputs.map_convention is MapConvention.OPTICAL
 
 
 def test_cross_field_and_runtime_rules():

@@ -23,6 +23,7 @@ from lingbot_ros.cache.stats import CacheStats
 from lingbot_ros.model.config import ConfigError
 from lingbot_ros.ros import messages
 from lingbot_ros.ros.camera import CameraStream, RESIZE_AFTER, StampVerdict
+from lingbot_ros.ros.conventions import MapConvention
 from lingbot_ros.ros.reasons import Event, Level, Rejection
 from lingbot_ros.ros.worker import Frame, FrameQueue, NAN_RESET_AFTER, Worker, WorkerBusy
 from lingbot_ros.streaming.result import FrameResult, FrameType
@@ -219,9 +220,9 @@ def test_rep103_map_puts_the_optical_axis_along_x():
     pose = np.eye(4)
     pose[:3, 3] = [0.0, 0.0, 2.0]  # two units along the first camera's optical axis
     r = _result(pose)
-    mapped = messages.map_pose(r, 'rep103')
+    mapped = messages.map_pose(r, MapConvention.REP103)
     np.testing.assert_allclose(mapped[:3, 3], [2.0, 0.0, 0.0])
-    np.testing.assert_allclose(messages.map_pose(r, 'optical'), pose)
+    np.testing.assert_allclose(messages.map_pose(r, MapConvention.OPTICAL), pose)
     msg = messages.pose_stamped(mapped, r.stamp_ns, 'map')
     assert (msg.header.stamp.sec, msg.header.stamp.nanosec) == (1, 500_000_123)
     assert messages.stamp_ns(msg.header.stamp) == r.stamp_ns

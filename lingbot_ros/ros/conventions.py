@@ -13,13 +13,23 @@
 # limitations under the License.
 
 """
-The map conventions the node offers, as matrices (no message types, so light to import).
+The map conventions the node offers, as one enum and matrices (no message types, so light).
 
 ``rep103``: the map is REP-103's body frame at the first camera pose (x forward, y left,
-z up); otherwise the map is the first camera's optical frame (x right, y down, z forward).
+z up); ``optical``: the map is the first camera's optical frame (x right, y down, z forward).
 """
 
+from enum import Enum
+
 import numpy as np
+
+
+class MapConvention(str, Enum):
+    """The axes of the map frame poses and points are published in (``map_convention``)."""
+
+    REP103 = 'rep103'    # x forward, y left, z up at the first camera pose
+    OPTICAL = 'optical'  # the first camera's optical frame: x right, y down, z forward
+
 
 # optical (x right, y down, z forward) -> REP-103 body (x forward, y left, z up)
 OPTICAL_TO_REP103 = np.array([[0.0, 0.0, 1.0, 0.0],
@@ -28,6 +38,6 @@ OPTICAL_TO_REP103 = np.array([[0.0, 0.0, 1.0, 0.0],
                               [0.0, 0.0, 0.0, 1.0]])
 
 
-def map_from_optical(convention: str) -> np.ndarray:
+def map_from_optical(convention: MapConvention) -> np.ndarray:
     """Return the 4x4 that turns the session's (optical) map frame into ``convention``'s."""
-    return OPTICAL_TO_REP103 if convention == 'rep103' else np.eye(4)
+    return OPTICAL_TO_REP103 if convention == MapConvention.REP103 else np.eye(4)

@@ -29,7 +29,7 @@ from typing import Optional, Sequence
 from builtin_interfaces.msg import Time
 import cv2
 from geometry_msgs.msg import Pose, PoseStamped, TransformStamped
-from lingbot_ros.ros.conventions import map_from_optical
+from lingbot_ros.ros.conventions import map_from_optical, MapConvention
 from lingbot_ros.streaming.map_cloud import packed_rows, unproject
 from lingbot_ros.streaming.result import FrameResult
 from lingbot_ros.streaming.trajectory import matrix_to_quat
@@ -49,10 +49,10 @@ def stamp_ns(stamp: Time) -> int:
     return int(stamp.sec) * 1_000_000_000 + int(stamp.nanosec)
 
 
-def map_pose(result: FrameResult, convention: str) -> np.ndarray:
+def map_pose(result: FrameResult, convention: MapConvention) -> np.ndarray:
     """Camera (optical) to map, 4x4, in the configured map convention."""
     pose = np.asarray(result.pose_c2w, dtype=np.float64)
-    return map_from_optical(convention) @ pose if convention == 'rep103' else pose
+    return map_from_optical(convention) @ pose if convention == MapConvention.REP103 else pose
 
 
 def _pose(matrix: np.ndarray) -> Pose:

@@ -25,12 +25,13 @@ allowed, so start-up and runtime refusals read the same.
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
+from enum import Enum
 import os
 import re
 from typing import Any, Callable, Mapping, Optional
 
 from lingbot_ros.cache.backend_choice import AttentionBackend
-from lingbot_ros.ros.conventions import map_from_optical
+from lingbot_ros.ros.conventions import map_from_optical, MapConvention
 from lingbot_ros.ros.executor import ExecutorKind
 from lingbot_ros.streaming.config import (BACKENDS, EngineConfig, FrameProducts, HeadDtype,
                                           KvCacheDtype, PointsSpec, StreamConfig,
@@ -190,9 +191,9 @@ SPECS: tuple[Spec, ...] = (
          "<image frame_id>_lingbot, so the robot's own camera frame keeps its URDF parent. "
          "camera_info and depth keep the image's frame_id.", read_only=True,
          rule='a frame id, or empty'),
-    Spec('map_convention', 'rep103', "'rep103': map is x forward, y left, z up at the first "
-         "camera pose; 'optical': map is the first camera's optical frame.",
-         read_only=True, choices=('rep103', 'optical')),
+    Spec('map_convention', MapConvention.REP103.value, "'rep103': map is x forward, y left, "
+         "z up at the first camera pose; 'optical': map is the first camera's optical frame.",
+         read_only=True, choices=tuple(c.value for c in MapConvention)),
     # --- outputs (apply from the next frame) -----------------------------------------
     Spec('publish_tf', True, 'Broadcast map -> camera frame on /tf (needs tf2_ros).'),
     Spec('publish_odom', True, 'Publish ~/odom (nav_msgs/Odometry).'),
@@ -315,7 +316,11 @@ class InputParams:
     max_input_pixels: int
     map_frame: str
     camera_frame: str
-    map_convention: str
+    map_convention: MapConvention
+
+    def __post_init__(self) -> None:
+        # parse() has checked the names against the choices: take the enum members
+        object.__setattr__(self, 'map_convention', MapConvention(self.map_convention))
 
 
 @dataclass(frozen=True)
@@ -490,6 +495,8 @@ def as_values(p: NodeParams) -> dict:
     for part in (p.model, p.stream, p.inputs, p.outputs, p.diag):
         for f in fields(part):
             val = getattr(part, f.name)
+            if isinstance(val, Enum):
+                val = val.value  # the parameter's value, as ROS and the YAML spell it
             out[f.name] = list(val) if isinstance(val, tuple) else val
     return out
 

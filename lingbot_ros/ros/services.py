@@ -126,7 +126,7 @@ class Services:
                 write_npz(base.with_suffix('.npz'), {
                     'stamps_ns': stamps, 'poses': poses,
                     'map_frame': np.array(map_frame), 'camera_frame': np.array(child),
-                    'map_convention': np.array(node.params.inputs.map_convention)})
+                    'map_convention': np.array(node.params.inputs.map_convention.value)})
                 written += [str(base.with_suffix('.tum')), str(base.with_suffix('.npz'))]
         except OSError as exc:
             response.success, response.message = False, f'cannot write to {folder}: {exc}'
