@@ -88,6 +88,7 @@ def test_defaults_map_onto_the_streaming_configs():
     ('dtype', 'int8', "'bfloat16'"),
     ('qos_reliability', 'sometimes', "'best_effort'"),
     ('map_convention', 'enu', "'rep103', 'optical'"),
+    ('input_transport', 'theora', "'raw', 'compressed'"),
     ('camera_topics', [], 'non-empty list'),
     ('camera_topics', ['a', 'a'], 'distinct'),
     ('camera_names', ['9lives'], 'starting with a letter'),
@@ -134,6 +135,21 @@ def test_map_convention_is_a_member_in_the_view_and_its_name_in_the_values():
     value = params.as_values(p)['map_convention']
     assert value == 'optical' and type(value) is str  # what ROS and the YAML carry
     assert update(p, {'publish_points': True}).inputs.map_convention is MapConvention.OPTICAL
+
+
+def test_transport_and_reliability_are_members_in_the_view_and_names_in_the_values():
+    from lingbot_ros.ros.params import InputTransport, QosReliability
+    assert SPEC['input_transport'].choices == tuple(t.value for t in InputTransport)
+    assert SPEC['qos_reliability'].choices == tuple(r.value for r in QosReliability)
+    p = parse({})
+    assert p.inputs.input_transport is InputTransport.RAW
+    assert p.inputs.qos_reliability is QosReliability.BEST_EFFORT
+    q = parse({'input_transport': 'compressed', 'qos_reliability': 'reliable'})
+    assert q.inputs.input_transport is InputTransport.COMPRESSED
+    assert q.inputs.qos_reliability is QosReliability.RELIABLE
+    values = params.as_values(q)
+    assert (values['input_transport'], values['qos_reliability']) == ('compressed', 'reliable')
+    assert type(values['input_transport']) is str and type(values['qos_reliability']) is str
 
 
 def test_cross_field_and_runtime_rules():

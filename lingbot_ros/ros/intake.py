@@ -38,6 +38,7 @@ from lingbot_ros.ros.camera import CameraStream, StampVerdict
 from lingbot_ros.ros.convert import ImageRejected, TruncatedData
 from lingbot_ros.ros.counters import MAX_WRITERS, SequenceGaps  # noqa: F401 (re-exported)
 from lingbot_ros.ros.image_cdr import NotPlainCdr, parse_image
+from lingbot_ros.ros.params import InputTransport, QosReliability
 from lingbot_ros.ros.reasons import Level, Rejection
 from lingbot_ros.ros.worker import Frame
 from rclpy.callback_groups import CallbackGroup
@@ -64,9 +65,9 @@ class Intake:
         """Subscribe each camera's topic (appended to ``into`` one by one, as made)."""
         qos = QoSProfile(depth=inputs.qos_depth, history=HistoryPolicy.KEEP_LAST,
                          reliability=(ReliabilityPolicy.BEST_EFFORT
-                                      if inputs.qos_reliability == 'best_effort'
+                                      if inputs.qos_reliability == QosReliability.BEST_EFFORT
                                       else ReliabilityPolicy.RELIABLE))
-        compressed = inputs.input_transport == 'compressed'
+        compressed = inputs.input_transport == InputTransport.COMPRESSED
         for cam, topic in zip(cameras, inputs.camera_topics):
             if compressed:  # image_transport's naming: the resolved base topic + /compressed
                 name = self._node.resolve_topic_name(topic).rstrip('/') + '/compressed'

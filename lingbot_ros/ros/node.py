@@ -54,9 +54,9 @@ from lingbot_ros.ros.convert import ImageConverter
 from lingbot_ros.ros.intake import Intake
 from lingbot_ros.ros.map_thread import MapThread
 from lingbot_ros.ros.outputs import camera_frames, CameraPublishers, Outputs, quiet_events
-from lingbot_ros.ros.params import (check_one, descriptor, engine_config, is_number_list,
-                                    Listened, map_config, NodeParams, ParamError, parse, SPEC,
-                                    SPECS, stream_config, update)
+from lingbot_ros.ros.params import (check_one, descriptor, engine_config, InputTransport,
+                                    is_number_list, Listened, map_config, NodeParams,
+                                    ParamError, parse, SPEC, SPECS, stream_config, update)
 from lingbot_ros.ros.services import Services
 from lingbot_ros.ros.shutdown import StopRequest
 from lingbot_ros.ros.worker import FrameQueue, Worker, WorkerBusy
@@ -420,7 +420,7 @@ class LingbotNode(LifecycleNode):
         except Exception:  # noqa: BLE001 (an invalid name fails again, loudly, on activate)
             return topic
         return name.rstrip('/') + '/compressed' \
-            if params.inputs.input_transport == 'compressed' else name
+            if params.inputs.input_transport == InputTransport.COMPRESSED else name
 
     def _compile_ahead(self, engine: Any, stream_cfg: Any) -> None:
         """With torch_compile on, compile for a nominal camera now, not in its first frames."""

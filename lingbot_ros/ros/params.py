@@ -45,6 +45,20 @@ class ParamError(ValueError):
     """A parameter value outside what is allowed; the message names all three."""
 
 
+class InputTransport(str, Enum):
+    """What the cameras' topics carry (parameter ``input_transport``)."""
+
+    RAW = 'raw'                # sensor_msgs/Image on each topic
+    COMPRESSED = 'compressed'  # sensor_msgs/CompressedImage on <topic>/compressed
+
+
+class QosReliability(str, Enum):
+    """The image subscriptions' reliability (parameter ``qos_reliability``)."""
+
+    BEST_EFFORT = 'best_effort'  # sensor data's
+    RELIABLE = 'reliable'
+
+
 @dataclass(frozen=True)
 class Spec:
     """One parameter: name, default, rule and why it exists."""
@@ -165,11 +179,12 @@ SPECS: tuple[Spec, ...] = (
          'diagnostics. Empty: derived from the topics.', read_only=True,
          check=lambda v: all(_NAME.match(n) for n in v) and len(set(v)) == len(v),
          rule='distinct names of letters, digits and underscores, starting with a letter'),
-    Spec('input_transport', 'raw', "'raw': sensor_msgs/Image on each topic; 'compressed': "
-         'sensor_msgs/CompressedImage on <topic>/compressed.', read_only=True,
-         choices=('raw', 'compressed')),
-    Spec('qos_reliability', 'best_effort', 'Image subscription reliability (sensor data: '
-         'best_effort).', read_only=True, choices=('best_effort', 'reliable')),
+    Spec('input_transport', InputTransport.RAW.value, "'raw': sensor_msgs/Image on each "
+         "topic; 'compressed': sensor_msgs/CompressedImage on <topic>/compressed.",
+         read_only=True, choices=tuple(t.value for t in InputTransport)),
+    Spec('qos_reliability', QosReliability.BEST_EFFORT.value, 'Image subscription '
+         'reliability (sensor data: best_effort).', read_only=True,
+         choices=tuple(r.value for r in QosReliability)),
     Spec('qos_depth', 5, 'Image subscription history depth (sensor data: 5). Frames the '
          'history overwrites before the node takes them are counted as lost before the node.',
          read_only=True, low=1, high=100),
@@ -308,8 +323,8 @@ class InputParams:
 
     camera_topics: tuple
     camera_names: tuple
-    input_transport: str
-    qos_reliability: str
+    input_transport: InputTransport
+    qos_reliability: QosReliability
     qos_depth: int
     queue_size: int
     use_cv_bridge: bool
@@ -320,7 +335,10 @@ class InputParams:
 
     def __post_init__(self) -> None:
         # parse() has checked the names against the choices: take the enum members
-        object.__setattr__(self, 'map_convention', MapConvention(self.map_convention))
+        for name, kind in (('input_transport', InputTransport),
+                           ('qos_reliability', QosReliability),
+                           ('map_convention', MapConvention)):
+            object.__setattr__(self, name, kind(getattr(self, name)))
 
 
 @dataclass(frozen=True)
