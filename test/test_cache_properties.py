@@ -18,7 +18,7 @@ import math
 
 from hypothesis import given, HealthCheck, settings, strategies as st
 from lingbot_ros.cache.backends import resolve_backend
-from lingbot_ros.cache.dense import DenseStreamCache
+from lingbot_ros.cache.dense import DenseStreamCache, FrameRole
 from lingbot_ros.cache.layout import camera_head_layout, StreamLayout
 from lingbot_ros.cache.overflow import CacheOverflow
 from lingbot_ros.cache.pool import KVPool
@@ -33,8 +33,8 @@ HEADS, HEAD_DIM = 2, 4
 def dense_visible_tokens(d: DenseStreamCache, layer: int, patch_tokens: int) -> int:
     """Keys the dense reference attended to for ``layer`` (its own visibility rule)."""
     everything = d._frames + d._pending
-    scale = [f for f in everything if f.role == 'scale' and layer in f.patch]
-    window = [f for f in everything if f.role == 'window' and layer in f.patch]
+    scale = [f for f in everything if f.role is FrameRole.SCALE and layer in f.patch]
+    window = [f for f in everything if f.role is FrameRole.WINDOW and layer in f.patch]
     if not d._defer:
         window = window[-d.sliding_window:]
     return len(everything) * d.special_tokens + (len(scale) + len(window)) * patch_tokens
@@ -215,6 +215,18 @@ def test_keyframe_moves_one_page_nonkeyframe_none():
         before = c.page_moves
         step(defer, keep)
         assert c.page_moves - before == moves
+
+
+def test_dense_reference_pins_the_first_scale_frames_and_windows_the_rest():
+    d = DenseStreamCache(special_tokens=1, scale_frames=2, sliding_window=2)
+    d.begin(3)
+    assert [f.role for f in d._pending] == [FrameRole.SCALE, FrameRole.SCALE, FrameRole.WINDOW]
+    d.rollback()
+    d.begin(1)
+    assert [f.role for f in d._pending] == [FrameRole.SCALE]  # a rollback pinned nothing
+    d.commit()
+    d.begin(2)
+    assert [f.role for f in d._pending] == [FrameRole.SCALE, FrameRole.WINDOW]
 
 
 def test_protocol_errors_are_clear():

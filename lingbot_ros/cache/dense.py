@@ -30,8 +30,16 @@ A camera-head cache is the same object with ``special_tokens=1`` and no patch to
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import Enum
 
 import torch
+
+
+class FrameRole(Enum):
+    """Which visibility rule a cached frame's patch tokens follow."""
+
+    SCALE = 'scale'    # one of the first scale_frames: visible forever
+    WINDOW = 'window'  # visible while among the newest sliding_window others
 
 
 @dataclass
@@ -40,7 +48,7 @@ class _Frame:
 
     special: dict
     patch: dict
-    role: str  # 'scale' or 'window'
+    role: FrameRole
 
 
 class DenseStreamCache:
@@ -68,11 +76,11 @@ class DenseStreamCache:
         """Open a call of ``num_frames`` frames (pending until commit or rollback)."""
         if self._pending:
             raise RuntimeError('begin() while a call is pending: commit or roll back first')
-        n_scale = sum(f.role == 'scale' for f in self._frames)
+        n_scale = sum(f.role is FrameRole.SCALE for f in self._frames)
         roles = []
         for _ in range(num_frames):
-            roles.append('scale' if n_scale < self.scale_frames else 'window')
-            n_scale += roles[-1] == 'scale'
+            roles.append(FrameRole.SCALE if n_scale < self.scale_frames else FrameRole.WINDOW)
+            n_scale += roles[-1] is FrameRole.SCALE
         self._pending = [_Frame({}, {}, r) for r in roles]
         self._defer = defer_eviction
 
@@ -102,10 +110,10 @@ class DenseStreamCache:
     @property
     def patch_frames_resident(self) -> int:
         """Count committed frames whose patch tokens are still visible."""
-        return sum(f.role == 'scale' or bool(f.patch) for f in self._frames)
+        return sum(f.role is FrameRole.SCALE or bool(f.patch) for f in self._frames)
 
     def _window_evictable(self) -> list[_Frame]:
-        window = [f for f in self._frames if f.role == 'window' and f.patch]
+        window = [f for f in self._frames if f.role is FrameRole.WINDOW and f.patch]
         return window[:max(0, len(window) - self.sliding_window)]
 
     # --- attention ---------------------------------------------------------------------
@@ -126,8 +134,8 @@ class DenseStreamCache:
             if per_frame > s:
                 f.patch[layer] = (kf[:, :, i, s:].clone(), vf[:, :, i, s:].clone())
         everything = self._frames + self._pending
-        visible_patches = [f for f in everything if f.role == 'scale']
-        window = [f for f in everything if f.role == 'window' and layer in f.patch]
+        visible_patches = [f for f in everything if f.role is FrameRole.SCALE]
+        window = [f for f in everything if f.role is FrameRole.WINDOW and layer in f.patch]
         if not self._defer:
             window = window[-self.sliding_window:]
         visible_patches += window
