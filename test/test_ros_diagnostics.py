@@ -26,8 +26,8 @@ from lingbot_ros.ros.probe import status_of
 from lingbot_ros.streaming.device_memory import DeviceMemory
 
 DIAG = parse({'stall_error_s': 2.0, 'drop_rate_warn': 0.25, 'pool_use_warn': 0.8}).diag
-INFO = diagnostics.NodeInfo(hardware_id='cpu', state='active', model='/w.pt', device='cpu',
-                            dtype='float32', backend='sdpa')
+INFO = diagnostics.NodeInfo(hardware_id='cpu', state=diagnostics.NodeState.ACTIVE,
+                            model='/w.pt', device='cpu', dtype='float32', backend='sdpa')
 
 
 def _cam():
@@ -107,3 +107,20 @@ def test_node_status_levels():
     assert diagnostics.node_status(short, [], DIAG, None).level == diagnostics.OK
     bad = diagnostics.node_status(diagnostics.NodeInfo(hardware_id='none', error='x: y'), [])
     assert bad.level == diagnostics.ERROR and bad.message == 'x: y'
+
+
+def test_the_messages_follow_the_node_state_and_say_its_text():
+    NodeState = diagnostics.NodeState
+    building = replace(INFO, state=NodeState.CONFIGURING, activity='building kernels')
+    status = diagnostics.node_status(building, [])
+    assert status.message == 'configuring: building kernels'
+    assert {kv.key: kv.value for kv in status.values}['state'] == 'configuring'
+    done = replace(building, state=NodeState.INACTIVE)
+    assert diagnostics.node_status(done, []).message == 'inactive, 0 camera(s)'
+    for state in NodeState:
+        info = replace(INFO, state=state)
+        message = diagnostics.camera_status(_cam(), info, DIAG, 1.0).message
+        if state is NodeState.ACTIVE:
+            assert message == 'waiting for images on /front/image'
+        else:
+            assert message == f'{state.value}: not subscribed (input /front/image once active)'

@@ -46,13 +46,26 @@ CAMERA_STATUS = '{}: camera {}'
 MB = 1024.0 * 1024.0
 
 
+class NodeState(Enum):
+    """What the node status in /diagnostics says the node is doing (its value is the text)."""
+
+    UNCONFIGURED = 'unconfigured'
+    CONFIGURING = 'configuring'
+    CONFIGURE_FAILED = 'unconfigured (configure failed)'
+    INACTIVE = 'inactive'
+    ACTIVE = 'active'
+    DEACTIVATING = 'deactivating'
+    FINALIZED = 'finalized'
+    AFTER_ERROR = 'unconfigured (after an error)'
+
+
 @dataclass
 class NodeInfo:
     """What the node status reports besides the cameras."""
 
     hardware_id: str
     node: str = '/lingbot_node'   # the node's fully qualified name: the status names' prefix
-    state: Any = 'unconfigured'   # the node's NodeState (an Enum) or a plain word
+    state: NodeState = NodeState.UNCONFIGURED
     model: str = 'not loaded'
     random_weights: bool = False
     device: str = ''
@@ -79,7 +92,7 @@ class NodeInfo:
 
     @property
     def state_text(self) -> str:
-        return self.state.value if isinstance(self.state, Enum) else str(self.state)
+        return self.state.value
 
     def unload(self) -> None:
         """Forget what described the model and device (after cleanup): its WARNs go too."""
@@ -156,7 +169,7 @@ def node_status(info: NodeInfo, cameras: list, diag: Optional[DiagParams] = None
                             f'(the last one ended: {info.model_process_ended})')
     message = '; '.join(problems) if problems else \
         f'{info.state_text}, {len(cameras)} camera(s)'
-    if info.activity and info.state_text == 'configuring':
+    if info.activity and info.state is NodeState.CONFIGURING:
         message = f'configuring: {info.activity}'
     values = [('state', info.state_text), ('model', info.model),
               ('random_weights', info.random_weights),
@@ -227,7 +240,7 @@ def _camera_status(cam: CameraStream, info: NodeInfo, diag: DiagParams,
         level = max(level, WARN)
         problems.append(f'{m.skipped_keyframes} keyframe(s) not merged into the map (the map '
                         'thread fell behind)')
-    if c.received == 0 and info.state_text != 'active':
+    if c.received == 0 and info.state is not NodeState.ACTIVE:
         message = f'{info.state_text}: not subscribed (input {cam.topic} once active)'
     elif c.received == 0:
         message = f'waiting for images on {cam.topic}'

@@ -36,7 +36,6 @@ callback) -> ``worker.py`` (the model) -> ``outputs.py`` (messages); the service
 from __future__ import annotations
 
 import difflib
-from enum import Enum
 import gc
 import sys
 import threading
@@ -51,6 +50,7 @@ from lingbot_ros.ros import diagnostics
 from lingbot_ros.ros.camera import CameraStream
 from lingbot_ros.ros.cli import main, Phases, process_age
 from lingbot_ros.ros.convert import ImageConverter
+from lingbot_ros.ros.diagnostics import NodeState
 from lingbot_ros.ros.intake import Intake
 from lingbot_ros.ros.map_thread import MapThread
 from lingbot_ros.ros.outputs import camera_frames, CameraPublishers, Outputs, quiet_events
@@ -74,19 +74,6 @@ SHA256_PENDING = 'computing'   # /diagnostics' checkpoint_sha256 while its threa
 ROS_OWN_PARAMETERS = ('use_sim_time', 'start_type_description_service')
 SUCCESS = TransitionCallbackReturn.SUCCESS
 FAILURE = TransitionCallbackReturn.FAILURE
-
-
-class NodeState(Enum):
-    """What the node status in /diagnostics says the node is doing."""
-
-    UNCONFIGURED = 'unconfigured'
-    CONFIGURING = 'configuring'
-    CONFIGURE_FAILED = 'unconfigured (configure failed)'
-    INACTIVE = 'inactive'
-    ACTIVE = 'active'
-    DEACTIVATING = 'deactivating'
-    FINALIZED = 'finalized'
-    AFTER_ERROR = 'unconfigured (after an error)'
 
 
 def _optional(module: str) -> bool:
