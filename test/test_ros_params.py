@@ -152,6 +152,16 @@ def test_transport_and_reliability_are_members_in_the_view_and_names_in_the_valu
     assert type(values['input_transport']) is str and type(values['qos_reliability']) is str
 
 
+def test_choices_of_the_streaming_enums_are_their_values_in_order():
+    from lingbot_ros.streaming.config import KeyframeMode, KvCacheDtype, WeightsDtype
+    for name, kind in (('keyframe_mode', KeyframeMode), ('weights_dtype', WeightsDtype),
+                       ('kv_cache_dtype', KvCacheDtype)):
+        assert SPEC[name].choices == tuple(m.value for m in kind), name
+        assert all(type(c) is str for c in SPEC[name].choices), name
+    assert params.stream_config(parse({'keyframe_mode': 'flow'})).keyframe_mode \
+        is KeyframeMode.FLOW
+
+
 def test_cross_field_and_runtime_rules():
     with pytest.raises(ParamError, match='one name per camera_topics'):
         parse({'camera_topics': ['a/image', 'b/image'], 'camera_names': ['left']})

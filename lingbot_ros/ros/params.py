@@ -34,8 +34,8 @@ from lingbot_ros.cache.backend_choice import AttentionBackend
 from lingbot_ros.ros.conventions import map_from_optical, MapConvention
 from lingbot_ros.ros.executor import ExecutorKind
 from lingbot_ros.streaming.config import (BACKENDS, EngineConfig, FrameProducts, HeadDtype,
-                                          KvCacheDtype, PointsSpec, StreamConfig,
-                                          WeightsDtype)
+                                          KeyframeMode, KvCacheDtype, PointsSpec,
+                                          StreamConfig, WeightsDtype)
 from lingbot_ros.streaming.map_cloud import MapCloudConfig
 from rcl_interfaces.msg import (FloatingPointRange, IntegerRange, ParameterDescriptor,
                                 ParameterType)
@@ -124,11 +124,11 @@ SPECS: tuple[Spec, ...] = (
          "heads in float32 (as released); 'compute': the heads' linear and convolution "
          'weights in dtype too, but for their last layers (they still compute in float32; '
          'about 0.34 GiB less for the release model; depth drift on the CPU smoke run 0.28 % '
-         'instead of 0.17 %).', read_only=True, choices=('auto', 'compute')),
+         'instead of 0.17 %).', read_only=True, choices=tuple(w.value for w in WeightsDtype)),
     Spec('kv_cache_dtype', 'auto', "Aggregator KV cache storage. 'auto': the compute dtype; "
          "'float8_e4m3': half the bytes of bfloat16 (opt-in; drift against float32 on real "
          'images 0.32 deg rotation, 0.68 % depth, as with the bf16 cache: see the README).',
-         read_only=True, choices=('auto', 'float8_e4m3')),
+         read_only=True, choices=tuple(k.value for k in KvCacheDtype)),
     Spec('head_dtype', 'float32', "What the camera and depth heads compute in. 'float32': "
          "autocast off in the heads, as the reference; 'compute': under autocast in dtype "
          'too (channels-last convolutions; their last layers, exp and LayerNorms stay '
@@ -161,7 +161,8 @@ SPECS: tuple[Spec, ...] = (
          "its last scale_frames (0: the model's 1024); sizes the special-token pages (256 "
          'saves about 0.6 GiB).', read_only=True, low=0, high=1024),
     Spec('keyframe_mode', 'interval', "'interval': every Nth frame is a keyframe; 'flow': "
-         'a frame is a keyframe when the image moved enough.', choices=('interval', 'flow')),
+         'a frame is a keyframe when the image moved enough.',
+         choices=tuple(m.value for m in KeyframeMode)),
     Spec('keyframe_interval', 1, 'Every Nth frame is a keyframe (interval mode).',
          low=1, high=1000),
     Spec('flow_threshold_px', 3.0, 'Mean optical flow (pixels) that makes a keyframe '
