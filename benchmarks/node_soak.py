@@ -32,6 +32,7 @@ import time
 
 from lingbot_ros.ros import messages
 from lingbot_ros.ros.camera import CameraStream
+from lingbot_ros.ros.conventions import MapConvention
 from lingbot_ros.ros.convert import ImageConverter
 from lingbot_ros.ros.map_thread import MapThread
 from lingbot_ros.ros.worker import Frame, FrameQueue, Worker
@@ -83,7 +84,7 @@ class BuildingSink:
 
     def publish(self, output) -> None:
         cam, result = output.camera, output.result
-        pose = messages.map_pose(result, 'rep103')
+        pose = messages.map_pose(result, MapConvention.REP103)
         stamp = result.stamp_ns
         pose_msg = messages.pose_stamped(pose, stamp, 'map')
         messages.odometry(pose, stamp, 'map', 'soak_lingbot', cam.track.previous)
