@@ -49,14 +49,11 @@ class AttentionBackend(str, Enum):
     @classmethod
     def of(cls, value: Union['AttentionBackend', str]) -> 'AttentionBackend':
         """Return the member ``value`` is or names (ValueError naming what is allowed)."""
-        if isinstance(value, cls):
-            return value
-        if isinstance(value, str):
-            for member in cls:
-                if member.value == value:
-                    return member
-        raise ValueError(f'backend={value!r} is not allowed: one of '
-                         f'{tuple(m.value for m in cls)}')
+        try:
+            return cls(value)  # a member, or the value of one
+        except ValueError:
+            raise ValueError(f'backend={value!r} is not allowed: one of '
+                             f'{tuple(m.value for m in cls)}') from None
 
 
 # What a user may ask for (engine configuration, node parameter, command lines).

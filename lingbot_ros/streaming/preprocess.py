@@ -429,13 +429,12 @@ def _widened(x: torch.Tensor) -> torch.Tensor:
 
 def _resize_method(method: Union[ResizeMethod, str]) -> ResizeMethod:
     """Return the member ``method`` is or names (ValueError naming the allowed ones)."""
-    if isinstance(method, str):
-        for member in ResizeMethod:
-            if member.value == method:
-                return member
-    names = [repr(m.value) for m in ResizeMethod]
-    raise ValueError(f"method={method!r} is invalid: expected {', '.join(names[:-1])} or "
-                     f'{names[-1]}')
+    try:
+        return ResizeMethod(method)  # a member, or the value of one
+    except ValueError:
+        names = [repr(m.value) for m in ResizeMethod]
+        raise ValueError(f"method={method!r} is invalid: expected {', '.join(names[:-1])} or "
+                         f'{names[-1]}') from None
 
 
 def preprocess_frame(rgb: Union[np.ndarray, torch.Tensor],
