@@ -68,12 +68,8 @@ def _made(r, pose):
 
     from lingbot_ros.streaming.config import FrameProducts, PointsSpec
     from lingbot_ros.streaming.products import make
-    import torch
     spec = PointsSpec(4, 0.0, 50.0, tuple(float(v) for v in pose.reshape(-1)))
-    made = make(FrameProducts(True, spec), torch.from_numpy(r.depth),
-                torch.from_numpy(r.confidence), torch.from_numpy(r.colors),
-                r.intrinsics_model, r.intrinsics, r.input_hw, np.eye(4))
-    return replace(r, **{k: v.numpy() for k, v in made.items()})
+    return replace(r, **make(FrameProducts(True, spec), r))
 
 
 def _plain_unproject(r, pose, step: int, percentile: float):
@@ -129,9 +125,9 @@ def main(argv: Optional[list] = None) -> int:
         ('points: the plain form it replaced', lambda: _plain_unproject(r, pose, 4, 50.0)),
         ('points: PointCloud2 built', lambda: messages.point_cloud(r, pose, 'map', 4, 0.0, 50.0)),
         ('depth: Image built (resampled to 640x480)', lambda: messages.depth_image(r, 'cam')),
-        ('points: PointCloud2 of rows made on the device',
+        ('points: PointCloud2 of rows the session made',
          lambda: messages.point_cloud(made, pose, 'map', 4, 0.0, 50.0)),
-        ('depth: Image of the depth made on the device',
+        ('depth: Image of the depth the session made',
          lambda: messages.depth_image(made, 'cam')),
     ]
     for name, job in rows:

@@ -13,18 +13,19 @@
 # limitations under the License.
 
 """
-What a frame's depth image and points cost the worker when made on the model's device.
+What a frame's depth image and points cost the session that makes them.
 
 Why: on the H200 (2026-12-05, live 15 Hz) the step's part after the model (``finish``)
-grew from 0.6 to 3.3-3.6 ms once depth and points were made on the device, more than the
-output thread saved. This times each piece the session runs for them, alone, on tensors
-of the release grid of a 640x480 camera (392x518, points decimated by 4, confidence above
-the frame's median), wall time from an idle device to the arrays on the host; then the
-operators of one frame's products as PyTorch's profiler counts them. With ``--session
-PRESET`` it also steps a session of that structure on 640x480 frames with the products and
-without, and prints its stages (prepare, model, the rest of the step) and the host
-operators of a few steady frames. Prints numbers only. Example: ``python
+grew from 0.6 to 3.3-3.6 ms once depth and points were made on the model's device (58
+small kernels and six waits for the device a frame), more than the output thread saved.
+This times each piece the session runs for them, alone, on a frame of the release grid of
+a 640x480 camera (392x518, points decimated by 4, confidence above the frame's median);
+with ``--session PRESET`` it also steps a session of that structure on 640x480 frames with
+the products and without, and prints its stages (prepare, model, the rest of the step)
+and the host operators of a few steady frames. Prints numbers only. Example: ``python
 benchmarks/products_costs.py --device cuda --session release --dtype bfloat16``.
+(``results/products_costs_h200.txt`` and ``products_session_h200.txt`` are this script at
+7a01f95, when it timed the device's version of the pieces.)
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from typing import Callable, Optional
 
 import numpy as np
 import torch
+from torch.profiler import ProfilerActivity
 
 H, W = 392, 518          # the release grid of a 640x480 camera
 INPUT_HW = (480, 640)
@@ -65,54 +67,39 @@ def main(argv: Optional[list] = None) -> int:
     from lingbot_ros.streaming import products
     from lingbot_ros.streaming.config import FrameProducts, PointsSpec
     from lingbot_ros.streaming.host import to_host
+    from lingbot_ros.streaming.result import FrameResult, FrameType
 
     dev = torch.device(args.device)
     sync = (lambda: torch.cuda.synchronize(dev)) if dev.type == 'cuda' else (lambda: None)
     gen = torch.Generator().manual_seed(0)
-    depth = (0.5 + 4.5 * torch.rand(H, W, generator=gen)).to(dev)
-    conf = (1.0 + 2.0 * torch.rand(H, W, generator=gen)).to(dev)
-    colors = torch.randint(0, 256, (H, W, 3), generator=gen, dtype=torch.uint8).to(dev)
+    depth = 0.5 + 4.5 * torch.rand(H, W, generator=gen)
+    conf = 1.0 + 2.0 * torch.rand(H, W, generator=gen)
+    colors = torch.randint(0, 256, (H, W, 3), generator=gen, dtype=torch.uint8)
     k_in = np.array([[500.0, 0.0, 320.0], [0.0, 500.0, 240.0], [0.0, 0.0, 1.0]])
     k_model = k_in.copy()
     k_model[:2] *= W / INPUT_HW[1]
-    pose = np.eye(4)
+    frame = FrameResult(stamp_ns=1, index=3, frame_type=FrameType.KEYFRAME,
+                        pose_c2w=np.eye(4), pose_enc=np.zeros(9, np.float32), intrinsics=k_in,
+                        intrinsics_model=k_model, input_hw=INPUT_HW, model_hw=(H, W),
+                        depth=depth.numpy(), confidence=conf.numpy(), colors=colors.numpy())
     spec = PointsSpec(4, 0.0, 50.0)
-    both = FrameProducts(True, spec)
-    model_outputs = {'depth': depth[None, ..., None], 'depth_conf': conf[None],
-                     'colors': colors[None], 'pose_enc': torch.zeros(1, 9, device=dev)}
-
-    def made() -> dict:
-        return products.make(both, depth, conf, colors, k_model, k_in, INPUT_HW, pose)
-
+    model_outputs = {'depth': depth.to(dev)[None, ..., None], 'depth_conf': conf.to(dev)[None],
+                     'colors': colors.to(dev)[None], 'pose_enc': torch.zeros(1, 9, device=dev)}
     rows = [
         ('model outputs to the host (depth, conf, colours)', lambda: to_host(model_outputs)),
-        ('depth_on_input on the device', lambda: products.depth_on_input(
-            depth, k_model, k_in, INPUT_HW)),
-        ('point_rows on the device', lambda: products.point_rows(
-            depth, conf, colors, k_model, pose, spec)),
+        ('depth_on_input (OpenCV, host)', lambda: products.depth_on_input(frame)),
+        ('point_rows (host)', lambda: products.point_rows(frame, spec)),
         ('point_rows without the percentile', lambda: products.point_rows(
-            depth, conf, colors, k_model, pose, PointsSpec(4, 0.0, 0.0))),
-        ('make (both) on the device', made),
-        ('make (both) and to the host', lambda: to_host(made())),
-        ('to the host alone (made once)', (lambda m: lambda: to_host(m))(made())),
+            frame, PointsSpec(4, 0.0, 0.0))),
+        ('make (both)', lambda: products.make(FrameProducts(True, spec), frame)),
     ]
-    print(f'products on {dev} ({torch.cuda.get_device_name(dev) if dev.type == "cuda" else "cpu"}'
-          f'), grid {H}x{W}, input {INPUT_HW[0]}x{INPUT_HW[1]}, median of {args.repeat}, '
-          'wall ms from an idle device to the result', flush=True)
+    print(f"products from a frame's host copies; its outputs from {dev} "
+          f'({torch.cuda.get_device_name(dev) if dev.type == "cuda" else "cpu"}), grid '
+          f'{H}x{W}, input {INPUT_HW[0]}x{INPUT_HW[1]}, median of {args.repeat}, wall ms',
+          flush=True)
     for name, job in rows:
         print(f'{name:>50}: {_median_ms(job, args.repeat, sync):7.3f} ms', flush=True)
-
-    from torch.profiler import profile, ProfilerActivity
     acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if dev.type == 'cuda' else [])
-    sync()
-    with profile(activities=acts) as prof:
-        for _ in range(10):
-            to_host(made())
-        sync()
-    events = prof.key_averages()
-    kernels = sum(e.count for e in events if e.device_type.name == 'CUDA')
-    print(f'operators of 10 frames: {kernels} device events', flush=True)
-    print(events.table(sort_by='self_cpu_time_total', row_limit=25), flush=True)
     if args.session:
         _session(args, acts)
     return 0

@@ -12,7 +12,7 @@
 # See the License for the specific language governing permissions and
 # limitations under the License.
 
-"""Depth image and points made on the model's device equal the host functions' output."""
+"""A frame's depth image and points, made by the session, against plain formulations."""
 
 from dataclasses import replace
 
@@ -22,13 +22,12 @@ from lingbot_ros.ros.conventions import map_from_optical, MapConvention
 from lingbot_ros.streaming import products
 from lingbot_ros.streaming.config import FrameProducts, PointsSpec
 from lingbot_ros.streaming.engine import model_to_input_matrix
-from lingbot_ros.streaming.map_cloud import packed_rows, unproject
+from lingbot_ros.streaming.map_cloud import packed_rows
 from lingbot_ros.streaming.preprocess import plan_transform
 from lingbot_ros.streaming.result import FrameResult, FrameType
 from lingbot_ros.streaming.trajectory import intrinsics_from_fov
 import numpy as np
 import pytest
-import torch
 
 
 def _result(input_hw, image_size=252, seed=0, with_conf=True, with_colors=True):
@@ -59,52 +58,84 @@ def _result(input_hw, image_size=252, seed=0, with_conf=True, with_colors=True):
                        colors=colors if with_colors else None)
 
 
+def _nearest_pixels(r):
+    """Depth on the input's pixels by OpenCV's nearest-pixel rule, written out (NaN outside)."""
+    (sx, _, cx), (_, sy, cy) = products.input_to_model(r.intrinsics_model, r.intrinsics)
+    one = 1 << 10  # warpAffine's fixed point: coordinates in 1/1024 pixel, rounded
+    x = np.arange(r.input_hw[1], dtype=np.float64)
+    y = np.arange(r.input_hw[0], dtype=np.float64)
+    ix = (np.rint(sx * x * one).astype(np.int64) + int(np.rint(cx * one)) + one // 2) >> 10
+    iy = (np.rint((sy * y + cy) * one).astype(np.int64) + one // 2) >> 10
+    h, w = r.depth.shape
+    inside = (iy[:, None] >= 0) & (iy[:, None] < h) & (ix[None, :] >= 0) & (ix[None, :] < w)
+    picked = r.depth[np.clip(iy, 0, h - 1)[:, None], np.clip(ix, 0, w - 1)[None, :]]
+    return np.where(inside, picked, np.float32(np.nan)).astype(np.float32)
+
+
+def _plain_rows(r, pose, step, min_conf, pct):
+    """Return the frame's rows by boolean masks, nonzero and np.percentile (a plain form)."""
+    depth = r.depth[::step, ::step]
+    keep = np.isfinite(depth) & (depth > 0)
+    if r.confidence is not None:
+        conf = r.confidence[::step, ::step]
+        cut = min_conf
+        if pct > 0 and keep.any():
+            cut = max(cut, float(np.percentile(conf[keep], pct)))
+        keep &= conf >= cut
+    v, u = np.nonzero(keep)
+    z = depth[v, u].astype(np.float64)
+    k = r.intrinsics_model
+    cam = np.stack([(u * step - k[0, 2]) * z / k[0, 0], (v * step - k[1, 2]) * z / k[1, 1], z],
+                   axis=1)
+    rgb = (r.colors[::step, ::step][v, u] if r.colors is not None
+           else np.zeros((len(z), 3), np.uint8))
+    return packed_rows(cam @ pose[:3, :3].T + pose[:3, 3], rgb)
+
+
+def _same_rows(ours, theirs):
+    assert ours.shape == theirs.shape
+    assert np.array_equal(ours[:, 3].view(np.uint32), theirs[:, 3].view(np.uint32))
+    np.testing.assert_allclose(ours[:, :3], theirs[:, :3], rtol=1e-6, atol=1e-6)
+
+
 @pytest.mark.parametrize('input_hw,image_size', [((480, 640), 252), ((720, 1280), 518),
                                                  ((640, 480), 224), ((37, 53), 56)])
-def test_depth_on_input_is_the_host_resampling_bit_for_bit(input_hw, image_size):
+def test_depth_on_input_takes_the_nearest_model_pixel_and_nan_outside(input_hw, image_size):
     r = _result(input_hw, image_size)
-    ours = products.depth_on_input(torch.from_numpy(r.depth), r.intrinsics_model,
-                                   r.intrinsics, r.input_hw).numpy()
-    theirs = messages.depth_on_input(r)
-    assert ours.shape == theirs.shape == tuple(input_hw) and ours.dtype == np.float32
-    assert np.array_equal(ours, theirs, equal_nan=True)
+    ours = products.depth_on_input(r)
+    assert ours.shape == tuple(input_hw) and ours.dtype == np.float32
+    assert np.array_equal(ours, _nearest_pixels(r), equal_nan=True)
+    assert np.array_equal(messages.depth_on_input(r), ours, equal_nan=True)
 
 
 @pytest.mark.parametrize('decimation,min_conf,pct', [(1, 0.0, 0.0), (2, 1.5, 0.0),
                                                      (3, 0.0, 50.0), (2, 4.0, 30.0),
                                                      (1, 0.0, 99.9)])
 @pytest.mark.parametrize('convention', list(MapConvention), ids=lambda c: c.value)
-def test_point_rows_are_the_host_rows(decimation, min_conf, pct, convention):
+def test_point_rows_are_the_plainly_filtered_rows_in_the_map_convention(decimation, min_conf,
+                                                                        pct, convention):
     r = _result((480, 640), seed=decimation)
     to_map = map_from_optical(convention)
     spec = PointsSpec(decimation, min_conf, pct,
                       tuple(float(v) for v in to_map.reshape(-1))).validate()
-    ours = products.point_rows(torch.from_numpy(r.depth), torch.from_numpy(r.confidence),
-                               torch.from_numpy(r.colors), r.intrinsics_model, r.pose_c2w,
-                               spec).numpy()
-    pts = unproject(r, messages.map_pose(r, convention), decimation, min_conf, pct)
-    theirs = packed_rows(pts.xyz, pts.rgb)
-    assert ours.shape == theirs.shape and len(ours) > 0
-    assert np.array_equal(ours[:, 3].view(np.uint32), theirs[:, 3].view(np.uint32))
-    np.testing.assert_allclose(ours[:, :3], theirs[:, :3], rtol=1e-6, atol=1e-6)
+    ours = products.point_rows(r, spec)
+    assert len(ours) > 0
+    _same_rows(ours, _plain_rows(r, messages.map_pose(r, convention), decimation, min_conf,
+                                 pct))
 
 
 def test_without_confidence_or_colours_nothing_is_filtered_on_it_and_points_are_black():
     r = _result((480, 640), with_conf=False, with_colors=False)
-    spec = PointsSpec(2, 5.0, 50.0)
-    ours = products.point_rows(torch.from_numpy(r.depth), None, None, r.intrinsics_model,
-                               r.pose_c2w, spec).numpy()
-    pts = unproject(r, r.pose_c2w, 2, 5.0, 50.0)
-    assert len(ours) == len(pts.xyz) and not ours[:, 3].view(np.uint32).any()
+    ours = products.point_rows(r, PointsSpec(2, 5.0, 50.0))
+    _same_rows(ours, _plain_rows(r, r.pose_c2w, 2, 5.0, 50.0))
+    assert len(ours) > 0 and not ours[:, 3].view(np.uint32).any()
 
 
-def test_a_frame_without_valid_depth_gives_no_points():
+def test_a_frame_without_valid_depth_gives_no_points_and_one_without_depth_nothing():
     r = _result((480, 640))
-    r = replace(r, depth=np.full_like(r.depth, np.nan))
-    rows = products.point_rows(torch.from_numpy(r.depth), torch.from_numpy(r.confidence),
-                               torch.from_numpy(r.colors), r.intrinsics_model, r.pose_c2w,
-                               PointsSpec(1, 0.0, 50.0))
-    assert rows.shape == (0, 4)
+    none_valid = replace(r, depth=np.full_like(r.depth, np.nan))
+    assert products.point_rows(none_valid, PointsSpec(1, 0.0, 50.0)).shape == (0, 4)
+    assert products.make(FrameProducts(True, PointsSpec()), replace(r, depth=None)) == {}
 
 
 @pytest.mark.parametrize('spec,field', [
@@ -132,9 +163,9 @@ def test_a_session_makes_them_for_every_frame_and_follows_a_runtime_change():
         seen += session.step(frame, 1 + i)
     assert len(seen) == 7 and max(r.window_index for r in seen) >= 1
     for r in seen:
-        assert np.array_equal(r.depth_input, messages.depth_on_input(r), equal_nan=True)
-        pts = unproject(r, messages.map_pose(r, MapConvention.REP103), 2, 1.2, 20.0)
-        assert np.array_equal(r.points_rows, packed_rows(pts.xyz, pts.rgb))
+        assert np.array_equal(r.depth_input, _nearest_pixels(r), equal_nan=True)
+        _same_rows(r.points_rows,
+                   _plain_rows(r, messages.map_pose(r, MapConvention.REP103), 2, 1.2, 20.0))
     session.update(cfg.replace(products=FrameProducts(depth_on_input=False)))
     (r,) = session.step(frames[7], 8)
     assert r.points_rows is None and r.depth_input is None and r.depth is not None
@@ -146,11 +177,8 @@ def test_a_session_makes_them_for_every_frame_and_follows_a_runtime_change():
 def test_the_messages_carry_the_made_bytes_as_they_would_have_built_them():
     r = _result((480, 640))
     spec = PointsSpec(2, 1.5, 25.0, tuple(map_from_optical(MapConvention.REP103).reshape(-1)))
-    made = products.make(FrameProducts(True, spec), torch.from_numpy(r.depth),
-                         torch.from_numpy(r.confidence), torch.from_numpy(r.colors),
-                         r.intrinsics_model, r.intrinsics, r.input_hw, r.pose_c2w)
-    with_made = replace(r, depth_input=made['depth_input'].numpy(),
-                        points_rows=made['points_rows'].numpy())
+    made = products.make(FrameProducts(True, spec), r)
+    with_made = replace(r, **made)
     depth = (messages.depth_image(r, 'cam'), messages.depth_image(with_made, 'cam'))
     rep103 = messages.map_pose(r, MapConvention.REP103)
     points = (messages.point_cloud(r, rep103, 'map', 2, 1.5, 25.0),
@@ -158,25 +186,6 @@ def test_the_messages_carry_the_made_bytes_as_they_would_have_built_them():
     for built, wrapped in (depth, points):
         assert bytes(wrapped.data) == bytes(built.data)
         assert (wrapped.height, wrapped.width) == (built.height, built.width)
-
-
-@pytest.mark.gpu
-@pytest.mark.skipif(not torch.cuda.is_available(), reason='needs a CUDA device')
-def test_on_a_gpu_they_equal_the_host_functions_too():
-    r = _result((480, 640), image_size=518, seed=7)
-    spec = PointsSpec(2, 1.5, 25.0, tuple(map_from_optical(MapConvention.REP103).reshape(-1)))
-    cuda = torch.device('cuda')
-    made = products.make(FrameProducts(True, spec), torch.from_numpy(r.depth).to(cuda),
-                         torch.from_numpy(r.confidence).to(cuda),
-                         torch.from_numpy(r.colors).to(cuda), r.intrinsics_model,
-                         r.intrinsics, r.input_hw, r.pose_c2w)
-    depth, rows = made['depth_input'].cpu().numpy(), made['points_rows'].cpu().numpy()
-    assert np.array_equal(depth, messages.depth_on_input(r), equal_nan=True)
-    pts = unproject(r, messages.map_pose(r, MapConvention.REP103), 2, 1.5, 25.0)
-    theirs = packed_rows(pts.xyz, pts.rgb)
-    assert rows.shape == theirs.shape
-    assert np.array_equal(rows[:, 3].view(np.uint32), theirs[:, 3].view(np.uint32))
-    np.testing.assert_allclose(rows[:, :3], theirs[:, :3], rtol=1e-6, atol=1e-6)
 
 
 def test_the_node_asks_only_for_what_someone_reads():

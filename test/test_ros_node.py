@@ -223,7 +223,7 @@ def test_diagnostics_carry_the_fields_and_levels(rig):
     node = [n for n in nodes if n is not None][-1]
     assert node[0] == 1 and 'random weights' in node[1]  # WARN: no checkpoint
     assert 'random weights' in node[2]['model']
-    assert node[2]['made_on_device'] == 'depth, points'  # this process reads both
+    assert node[2]['made_by_session'] == 'depth, points'  # this process reads both
     # what is missing is what this environment lacks (tf2_ros comes with a ROS distro)
     assert ('tf2_ros' in node[2]['missing_optional']) == (not HAVE_TF2)
     hw = [s.hardware_id for d in diags for s in d.status]

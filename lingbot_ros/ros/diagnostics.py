@@ -85,7 +85,7 @@ class NodeInfo:
     memory_estimate_bytes: Optional[int] = None
     checkpoint_sha256: str = 'none'
     activity: str = ''   # a long configure step under way or just done (a kernel build)
-    made_on_device: str = 'none'      # what the sessions make on the device: depth, points
+    made_by_session: str = 'none'     # what the sessions make for the messages: depth, points
     model_process_restarts: int = 0   # model processes replaced after one ended
     model_process_ended: str = ''     # how the last one ended
     error: str = ''
@@ -188,7 +188,7 @@ def node_status(info: NodeInfo, cameras: list, diag: Optional[DiagParams] = None
               ('image_conversion', info.converter),
               ('unknown_parameters', ', '.join(info.unknown_parameters) or 'none'),
               ('fallbacks', '; '.join(info.fallbacks) or 'none'),
-              ('made_on_device', info.made_on_device),
+              ('made_by_session', info.made_by_session),
               ('model_process_restarts', info.model_process_restarts),
               ('cameras', ', '.join(c.name for c in cameras))]
     return DiagnosticStatus(level=level, name=node_status_name(info.node), message=message,

@@ -27,10 +27,10 @@ import array
 from typing import Optional, Sequence
 
 from builtin_interfaces.msg import Time
-import cv2
 from geometry_msgs.msg import Pose, PoseStamped, TransformStamped
 from lingbot_ros.ros.conventions import map_from_optical, MapConvention
 from lingbot_ros.streaming.map_cloud import packed_rows, unproject
+from lingbot_ros.streaming.products import depth_on_input
 from lingbot_ros.streaming.result import FrameResult
 from lingbot_ros.streaming.trajectory import matrix_to_quat
 from nav_msgs.msg import Odometry
@@ -132,32 +132,12 @@ def camera_info(result: FrameResult, frame: str) -> CameraInfo:
     return msg
 
 
-def depth_on_input(result: FrameResult, out: Optional[np.ndarray] = None) -> np.ndarray:
-    """
-    Resample the model-grid depth onto the input image's pixels (into ``out`` if given).
-
-    So ``~/depth`` and ``~/camera_info`` describe the same pixels (what depth_image_proc
-    and RViz expect). Nearest neighbour: no depth is invented across edges. Pixels the
-    model grid does not cover (a centre crop of a tall image) are NaN.
-    """
-    km = np.asarray(result.intrinsics_model, dtype=np.float64)
-    ki = np.asarray(result.intrinsics, dtype=np.float64)
-    sx, sy = km[0, 0] / ki[0, 0], km[1, 1] / ki[1, 1]          # model px per input px
-    ox, oy = ki[0, 2] * sx - km[0, 2], ki[1, 2] * sy - km[1, 2]  # model = input * s - o
-    # pixel centres sit at i + 0.5 in the continuous coordinates both grids share
-    to_model = np.array([[sx, 0.0, 0.5 * sx - 0.5 - ox], [0.0, sy, 0.5 * sy - 0.5 - oy]])
-    h, w = result.input_hw
-    return cv2.warpAffine(np.asarray(result.depth, dtype=np.float32), to_model, (int(w), int(h)),
-                          dst=out, flags=cv2.INTER_NEAREST | cv2.WARP_INVERSE_MAP,
-                          borderMode=cv2.BORDER_CONSTANT, borderValue=float('nan'))
-
-
 def depth_image(result: FrameResult, frame: str) -> Optional[Image]:
     """
     Build a 32FC1 depth (model units) registered to ``camera_info``; None without depth.
 
-    The depth the session already resampled on the model's device
-    (``result.depth_input``) is only copied in; otherwise it is resampled here.
+    The depth the session already resampled (``result.depth_input``) is only copied in;
+    otherwise it is resampled here.
     """
     if result.depth is None and result.depth_input is None:
         return None
@@ -203,8 +183,8 @@ def point_cloud(result: FrameResult, pose_map: np.ndarray, frame: str, decimatio
     """
     Unproject depth into ``frame`` (xyz + packed rgb), filtered as the map's points.
 
-    Rows the session already made on the model's device (``result.points_rows``, with
-    the filters and map convention of the parameters at that frame) are only wrapped.
+    Rows the session already made (``result.points_rows``, with the filters and map
+    convention of the parameters at that frame) are only wrapped.
     """
     if result.points_rows is not None:
         return _cloud(result.points_rows, result.stamp_ns, frame, _POINT_FIELDS)

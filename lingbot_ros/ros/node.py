@@ -287,7 +287,7 @@ class LingbotNode(LifecycleNode):
             self._map_timer.cancel()
 
     def _follow_listeners(self) -> None:
-        """Make depth and points on the device only while someone reads them (diagnostics)."""
+        """Have the sessions make depth and points only while someone reads them (diagnostics)."""
         listened = self._out.listened()
         if listened != self._listened and self.params is not None:
             with self._cfg_lock:
@@ -297,7 +297,7 @@ class LingbotNode(LifecycleNode):
         made = self._stream_cfg.products if self._stream_cfg is not None else None
         names = [] if made is None else \
             ['depth'] * made.depth_on_input + ['points'] * (made.points is not None)
-        self.info.made_on_device = ', '.join(names) or 'none'
+        self.info.made_by_session = ', '.join(names) or 'none'
 
     def current_stream_config(self) -> Any:
         with self._cfg_lock:

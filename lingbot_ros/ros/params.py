@@ -582,8 +582,8 @@ def stream_config(p: NodeParams, listened: Listened = Listened()) -> StreamConfi
     Build the streaming layer's StreamConfig shared by every camera session.
 
     ``listened``: which of depth and points someone reads; the sessions make only those
-    on the device (the others cost a few kernels and 1.2 MB to the host a frame for
-    nothing, and with ``model_process`` a longer round trip).
+    (the others cost the worker a few tenths of a millisecond a frame for nothing, and with
+    ``model_process`` 1.2 MB more in the round trip).
     """
     s = p.stream
     return StreamConfig(scale_frames=s.scale_frames, sliding_window=s.sliding_window,
@@ -598,7 +598,7 @@ def stream_config(p: NodeParams, listened: Listened = Listened()) -> StreamConfi
 
 def frame_products(p: NodeParams, listened: Listened = Listened()) -> FrameProducts:
     """
-    Say what the sessions make on the model's device for ``~/depth`` and ``~/points``.
+    Say what the sessions make for ``~/depth`` and ``~/points`` from their results.
 
     The depth on the camera's pixels and the filtered, coloured points in the map frame of
     the configured convention: the output thread then only wraps their bytes.

@@ -138,7 +138,7 @@ class PointsSpec:
 @dataclass(frozen=True)
 class FrameProducts:
     """
-    What a session makes on its device for each frame, besides its results (nothing here).
+    What a session makes from each frame's results for its messages (nothing here).
 
     ``depth_on_input``: the depth resampled onto the input's pixels; ``points``: the
     frame's filtered, coloured points (:mod:`~lingbot_ros.streaming.products`). Both need

@@ -77,7 +77,7 @@ class FrameResult:
     depth: Optional[np.ndarray] = None       # [H, W] float32, model grid
     confidence: Optional[np.ndarray] = None  # [H, W] float32, > 1
     colors: Optional[np.ndarray] = None      # [H, W, 3] uint8 RGB, model grid
-    # made on the model's device when the stream's config.products asks (streaming/products)
+    # made by the session when the stream's config.products asks (streaming/products)
     depth_input: Optional[np.ndarray] = None  # [h, w] float32 on the input's pixels (NaN: none)
     points_rows: Optional[np.ndarray] = None  # [N, 4] float32 x, y, z, packed rgb
     timings: FrameTimings = field(default_factory=FrameTimings)

@@ -161,15 +161,6 @@ class _Record:
 
 
 @dataclass(frozen=True)
-class _DeviceMaps:
-    """A call's depth ``[S, H, W]``, confidence and colours where the model left them."""
-
-    depth: torch.Tensor
-    confidence: Optional[torch.Tensor]
-    colors: Optional[torch.Tensor]
-
-
-@dataclass(frozen=True)
 class _HostOutputs:
     """A call's outputs on the host, one row per frame of the call (float32 unless noted)."""
 
@@ -186,14 +177,13 @@ class _Call:
     """
     One model call, from its forward until it is committed or rolled back.
 
-    Its size, its outputs on the host, its time, the maps for the products, and its line of
+    Its size, its outputs on the host, its time, and its line of
     ``last_call_stats`` so far.
     """
 
     frames: int
     host: _HostOutputs
     model_ms: float
-    maps: Optional[_DeviceMaps]
     stats: dict  # the fixtures' per-call record (kv_stats.json's keys); _finish completes it
 
 
@@ -665,9 +655,7 @@ class Session:
         stats = dict(
             call_index=self._calls, window_index=window.index, frame_indices=list(frames),
             phase=phase, is_keyframe=decided, rope_time_index_start=window.time, **pre)
-        wanted = with_depth and self._cfg.with_depth and self._cfg.products.wanted
-        maps = _DeviceMaps(out.depth[..., 0], out.depth_conf, colors) if wanted else None
-        return _Call(n, host, model_ms, maps, stats)
+        return _Call(n, host, model_ms, stats)
 
     def _abort(self, window: _Window) -> None:
         window.agg.rollback()
@@ -747,21 +735,11 @@ class Session:
             intrinsics_model=k_model, input_hw=tuple(prep.input_hw), model_hw=(h, w),
             window_index=window.index, depth=depth, confidence=conf, colors=colors,
             timings=FrameTimings(model=model_ms), map_epoch=self._map_epoch)
-        if call.maps is not None:
-            result = replace(result, **self._products(call.maps, j, sim3.scale, result))
+        if self._cfg.with_depth and self._cfg.products.wanted:
+            result = replace(result, **products.make(self._cfg.products, result))
         self._index += 1
         return _Record(result=result, window_iters=host.pose_enc_iters[j], sim3=sim3,
                        camera_tokens=host.camera_tokens[j], depth_conf=conf)
-
-    def _products(self, maps: '_DeviceMaps', j: int, scale: float,
-                  result: FrameResult) -> dict:
-        """Make what ``config.products`` asks for frame ``j`` on the device; fetch it."""
-        made = products.make(self._cfg.products, maps.depth[j] * scale,
-                             None if maps.confidence is None else maps.confidence[j],
-                             None if maps.colors is None else maps.colors[j],
-                             result.intrinsics_model, result.intrinsics, result.input_hw,
-                             result.pose_c2w)
-        return to_host(made)
 
     def _remember(self, window: _Window, prep: Prepared, rec: _Record) -> None:
         r = rec.result
