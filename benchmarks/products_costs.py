@@ -63,6 +63,7 @@ def main(argv: Optional[list] = None) -> int:
     p.add_argument('--session', default='', help='a preset: also time its session')
     p.add_argument('--dtype', default='float32', help="the session's dtype")
     p.add_argument('--frames', type=int, default=100, help="the session's frames")
+    p.add_argument('--backend', default='auto', help="the session's attention backend")
     args = p.parse_args(argv)
     from lingbot_ros.streaming import products
     from lingbot_ros.streaming.config import FrameProducts, PointsSpec
@@ -113,7 +114,7 @@ def _session(args: argparse.Namespace, acts: list) -> None:
                                               StreamConfig)
     from lingbot_ros.streaming.engine import Engine
     engine = Engine.load(EngineConfig(preset=args.session, device=args.device,
-                                      dtype=args.dtype))
+                                      dtype=args.dtype, attention_backend=args.backend))
     rng = np.random.default_rng(0)
     frames = [rng.integers(0, 256, (*INPUT_HW, 3), dtype=np.uint8) for _ in range(8)]
     for label, made in (('without products', FrameProducts()),
