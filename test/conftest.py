@@ -22,6 +22,7 @@ import subprocess
 import sys
 from typing import Optional
 
+import numpy as np
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -154,3 +155,24 @@ def jpeg_declaring(width: int = 30000, height: int = 30000) -> bytes:
     at = data.index(b'\xff\xc0')  # baseline frame header: FFC0, length, precision, H, W
     data[at + 5:at + 9] = struct.pack('>HH', height, width)
     return bytes(data)
+
+
+def unproject_plain(r, pose, step, min_confidence, percentile):
+    """Unproject written out directly (nonzero, np.percentile): what unproject equals."""
+    depth = r.depth[::step, ::step]
+    keep = np.isfinite(depth) & (depth > 0)
+    conf = None if r.confidence is None else r.confidence[::step, ::step]
+    if conf is not None:
+        cut = min_confidence
+        if percentile > 0 and keep.any():
+            cut = max(cut, float(np.percentile(conf[keep], percentile)))
+        keep &= conf >= cut
+    v, u = np.nonzero(keep)
+    z = depth[v, u].astype(np.float64)
+    k = r.intrinsics_model
+    cam = np.stack([(u * step - k[0, 2]) * z / k[0, 0], (v * step - k[1, 2]) * z / k[1, 1], z],
+                   axis=1)
+    xyz = cam @ pose[:3, :3].T + pose[:3, 3]
+    rgb = r.colors[::step, ::step][v, u] if r.colors is not None \
+        else np.zeros((len(z), 3), np.uint8)
+    return xyz, rgb, (conf[v, u] if conf is not None else np.zeros(len(z), np.float32))

@@ -16,6 +16,7 @@
 
 import math
 
+from conftest import unproject_plain
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from lingbot_ros.model.config import ConfigError
@@ -178,27 +179,6 @@ def test_unproject_pixel_convention_and_filters():
     # decimation keeps pixel (u, v) = (2i, 2j) at its own coordinates
     pts = unproject(r, pose, 2, 0.0, 0.0)
     np.testing.assert_allclose(pts.xyz, [[(0 - 1) * 1 / 2 + 10, (0 - 0.5) * 1 / 4 + 20, 31]])
-
-
-def unproject_plain(r, pose, step, min_confidence, percentile):
-    """Unproject written out directly (nonzero, np.percentile): what unproject equals."""
-    depth = r.depth[::step, ::step]
-    keep = np.isfinite(depth) & (depth > 0)
-    conf = None if r.confidence is None else r.confidence[::step, ::step]
-    if conf is not None:
-        cut = min_confidence
-        if percentile > 0 and keep.any():
-            cut = max(cut, float(np.percentile(conf[keep], percentile)))
-        keep &= conf >= cut
-    v, u = np.nonzero(keep)
-    z = depth[v, u].astype(np.float64)
-    k = r.intrinsics_model
-    cam = np.stack([(u * step - k[0, 2]) * z / k[0, 0], (v * step - k[1, 2]) * z / k[1, 1], z],
-                   axis=1)
-    xyz = cam @ pose[:3, :3].T + pose[:3, 3]
-    rgb = r.colors[::step, ::step][v, u] if r.colors is not None \
-        else np.zeros((len(z), 3), np.uint8)
-    return xyz, rgb, (conf[v, u] if conf is not None else np.zeros(len(z), np.float32))
 
 
 @settings(max_examples=60, deadline=None)

@@ -16,6 +16,7 @@
 
 from dataclasses import replace
 
+from conftest import unproject_plain
 from lingbot_ros.model.config import ConfigError
 from lingbot_ros.ros import messages
 from lingbot_ros.ros.conventions import map_from_optical, MapConvention
@@ -73,23 +74,9 @@ def _nearest_pixels(r):
 
 
 def _plain_rows(r, pose, step, min_conf, pct):
-    """Return the frame's rows by boolean masks, nonzero and np.percentile (a plain form)."""
-    depth = r.depth[::step, ::step]
-    keep = np.isfinite(depth) & (depth > 0)
-    if r.confidence is not None:
-        conf = r.confidence[::step, ::step]
-        cut = min_conf
-        if pct > 0 and keep.any():
-            cut = max(cut, float(np.percentile(conf[keep], pct)))
-        keep &= conf >= cut
-    v, u = np.nonzero(keep)
-    z = depth[v, u].astype(np.float64)
-    k = r.intrinsics_model
-    cam = np.stack([(u * step - k[0, 2]) * z / k[0, 0], (v * step - k[1, 2]) * z / k[1, 1], z],
-                   axis=1)
-    rgb = (r.colors[::step, ::step][v, u] if r.colors is not None
-           else np.zeros((len(z), 3), np.uint8))
-    return packed_rows(cam @ pose[:3, :3].T + pose[:3, 3], rgb)
+    """Return the frame's rows from the plainly written unprojection (masks, np.percentile)."""
+    xyz, rgb, _ = unproject_plain(r, pose, step, min_conf, pct)
+    return packed_rows(xyz, rgb)
 
 
 def _same_rows(ours, theirs):
