@@ -64,12 +64,10 @@ def _frame():
 
 def _made(r, pose):
     """Return the frame with its depth image and points made as the session makes them."""
-    from dataclasses import replace
-
     from lingbot_ros.streaming.config import FrameProducts, PointsSpec
     from lingbot_ros.streaming.products import make
     spec = PointsSpec(4, 0.0, 50.0, tuple(float(v) for v in pose.reshape(-1)))
-    return replace(r, **make(FrameProducts(True, spec), r))
+    return make(FrameProducts(True, spec), r)
 
 
 def _plain_unproject(r, pose, step: int, percentile: float):

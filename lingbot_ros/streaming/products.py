@@ -26,6 +26,7 @@ process), and the node's output thread only wraps their bytes.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Optional
 
 import cv2
@@ -77,13 +78,11 @@ def point_rows(result: FrameResult, spec: PointsSpec) -> np.ndarray:
     return packed_rows(points.xyz, points.rgb)
 
 
-def make(products: FrameProducts, result: FrameResult) -> dict:
-    """Return ``{'depth_input': ..., 'points_rows': ...}`` for what ``products`` asks."""
-    out: dict = {}
+def make(products: FrameProducts, result: FrameResult) -> FrameResult:
+    """Return ``result`` with the depth image and points ``products`` asks for (given depth)."""
     if result.depth is None:
-        return out
-    if products.depth_on_input:
-        out['depth_input'] = depth_on_input(result)
-    if products.points is not None:
-        out['points_rows'] = point_rows(result, products.points)
-    return out
+        return result
+    return replace(
+        result,
+        depth_input=depth_on_input(result) if products.depth_on_input else None,
+        points_rows=None if products.points is None else point_rows(result, products.points))

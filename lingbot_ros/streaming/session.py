@@ -736,7 +736,7 @@ class Session:
             window_index=window.index, depth=depth, confidence=conf, colors=colors,
             timings=FrameTimings(model=model_ms), map_epoch=self._map_epoch)
         if self._cfg.with_depth and self._cfg.products.wanted:
-            result = replace(result, **products.make(self._cfg.products, result))
+            result = products.make(self._cfg.products, result)
         self._index += 1
         return _Record(result=result, window_iters=host.pose_enc_iters[j], sim3=sim3,
                        camera_tokens=host.camera_tokens[j], depth_conf=conf)
