@@ -60,7 +60,7 @@ from lingbot_ros.streaming import products
 from lingbot_ros.streaming.caches import CacheFactory, CacheSpec, StreamCache
 from lingbot_ros.streaming.config import KeyframeMode, StreamConfig
 from lingbot_ros.streaming.errors import FrameRejected, SizeChanged
-from lingbot_ros.streaming.host import to_host
+from lingbot_ros.streaming.host import HostCopy
 from lingbot_ros.streaming.keyframes import make_policy
 from lingbot_ros.streaming.result import FrameResult, FrameTimings, FrameType
 from lingbot_ros.streaming.trajectory import (intrinsics_from_fov, invert_rigid,
@@ -187,6 +187,35 @@ class _Call:
     stats: dict  # the fixtures' per-call record (kv_stats.json's keys); _finish completes it
 
 
+@dataclass(frozen=True)
+class _Launched:
+    """A model call queued on the device, its outputs on their way to the host."""
+
+    frames: int
+    copy: HostCopy
+    started: float  # perf_counter seconds when the call began
+    stats: dict     # as in _Call
+
+
+@dataclass(frozen=True)
+class _Flight:
+    """
+    A streamed frame launched ahead, its outputs not yet on the host.
+
+    Committed or rolled back already (its fate was known before its forward). Landed by
+    the next frame's call (after that frame is queued behind it on the device) or by
+    ``drain``.
+    """
+
+    launched: _Launched
+    prep: Prepared
+    stamp_ns: int
+    index: int
+    window: _Window
+    kept: bool
+    prepare_ms: Optional[float]
+
+
 def _mapped(sim3: Sim3, enc: np.ndarray) -> np.ndarray:
     """Return a pose encoding of a window's frame in the map frame (float32)."""
     if sim3.is_identity:
@@ -286,6 +315,9 @@ class Session:
         self._input_hw: Optional[tuple] = None
         self._model_hw: Optional[tuple] = None
         self._index = 0               # frames seen by the session
+        self._flight: Optional[_Flight] = None  # a frame submitted ahead, not landed yet
+        self._reopen = False          # a kept frame was found non-finite: open a new window
+        self._outbox: list = []       # records landed, not yet returned
         self._stream_frames = 0       # frames after the scale phase
         self._last_kf: Optional[tuple] = None  # (index, pose_map, K_model)
         self._windows_opened = 0
@@ -343,6 +375,14 @@ class Session:
         back; if it was the scale call, its buffered frames are dropped and the scale
         phase starts over.
         """
+        self._check_frame(image_rgb)
+        t0 = time.perf_counter()
+        prepared = self._ctx.prepare(image_rgb, self._cfg)
+        return self._feed(prepared, int(stamp_ns), self._cfg.scale_frames,
+                          prepare_ms=(time.perf_counter() - t0) * 1e3)
+
+    def _check_frame(self, image_rgb: np.ndarray) -> None:
+        """Refuse what step/submit cannot take, before anything changes."""
         if not isinstance(image_rgb, np.ndarray) or image_rgb.dtype != np.uint8 \
                 or image_rgb.ndim != 3 or image_rgb.shape[2] != 3:
             desc = (f'{image_rgb.dtype} {image_rgb.shape}' if isinstance(image_rgb, np.ndarray)
@@ -355,21 +395,21 @@ class Session:
                               'to change size')
         if self._ctx.prepare is None:
             raise RuntimeError('this session has no frame preprocessing; use run()')
-        t0 = time.perf_counter()
-        prepared = self._ctx.prepare(image_rgb, self._cfg)
-        return self._feed(prepared, int(stamp_ns), self._cfg.scale_frames,
-                          prepare_ms=(time.perf_counter() - t0) * 1e3)
 
     # --- array entry point ----------------------------------------------------------------
 
     def run(self, images: torch.Tensor, stamps: Optional[Sequence[int]] = None,
-            progress: Optional[Callable[[int], None]] = None) -> RunOutputs:
+            progress: Optional[Callable[[int], None]] = None,
+            pipelined: bool = True) -> RunOutputs:
         """
         Run a whole ``[S, 3, H, W]`` stack in [0, 1] from a fresh state.
 
         The scale phase takes ``min(scale_frames, S)`` frames, as the reference does.
         ``stamps`` default to the frame index in nanoseconds. ``progress`` is called
-        with the number of frames done after every call.
+        with the number of frames done after every call (a frame is done once its
+        outputs are on the host). ``pipelined``: queue each streamed frame on the device
+        before finishing the one before on the host (see :meth:`submit`); the outputs
+        are the same either way.
         """
         if images.ndim != 4 or images.shape[1] != 3:
             raise ValueError(f'expected images [S, 3, H, W], got {tuple(images.shape)}')
@@ -384,30 +424,83 @@ class Session:
         for i in range(s):
             prep = Prepared(image=images[i].to(self._ctx.device, torch.float32),
                             model_to_input=np.eye(3), input_hw=hw)
-            records += self._feed(prep, stamps[i], scale, keep_records=True)
+            records += self._feed(prep, stamps[i], scale, keep_records=True,
+                                  pipelined=pipelined)
             stats += self.last_call_stats
+            if progress is not None:
+                progress(len(records))
+        if self._flight is not None:
+            self._land_flight()
+            records += self._take(keep_records=True)
             if progress is not None:
                 progress(len(records))
         return RunOutputs(arrays=self._arrays(records), kv_stats=stats,
                           results=[r.result for r in records])
 
+    # --- pipelined entry point -------------------------------------------------------------
+
+    def submit(self, image_rgb: np.ndarray, stamp_ns: int) -> list:
+        """
+        :meth:`step`, but a streamed frame may stay on the device: return what has landed.
+
+        A frame whose keyframe decision is known before its forward (interval mode) is
+        committed or rolled back at once and left in flight; the next ``submit`` queues
+        its own frame behind it on the device, then lands it (waits for its outputs and
+        builds its result) while the device works. The device then never waits for the
+        host between frames. Call :meth:`drain` when no frame follows soon: until then
+        the last frame's result is held back. Frames that cannot go ahead (flow-mode
+        decisions, a window to open, the scale phase) run as in :meth:`step`.
+
+        Unlike :meth:`step`, a committed frame found non-finite when it lands has
+        already been kept: it is rejected (:class:`FrameRejected`) together with the
+        frame queued behind it, and the next frame opens a new window seeded from the
+        last keyframes.
+        """
+        self._check_frame(image_rgb)
+        t0 = time.perf_counter()
+        prepared = self._ctx.prepare(image_rgb, self._cfg)
+        return self._feed(prepared, int(stamp_ns), self._cfg.scale_frames,
+                          prepare_ms=(time.perf_counter() - t0) * 1e3, pipelined=True)
+
+    def drain(self) -> list:
+        """Land the frame left in flight by :meth:`submit`, if any; return its result."""
+        self.last_call_stats = []
+        self._land_flight()
+        return self._take(keep_records=False)
+
+    @property
+    def in_flight(self) -> bool:
+        """Whether a frame submitted ahead has not landed yet."""
+        return self._flight is not None
+
     # --- the state machine ------------------------------------------------------------
 
-    def _feed(self, prep: Prepared, stamp_ns: int, scale: int,
-              keep_records: bool = False, prepare_ms: Optional[float] = None) -> list:
+    def _feed(self, prep: Prepared, stamp_ns: int, scale: int, keep_records: bool = False,
+              prepare_ms: Optional[float] = None, pipelined: bool = False) -> list:
+        """
+        Run one frame; return every record landed since the last return, oldest first.
+
+        Records land in ``_outbox``: a frame landed before a later part of the same call
+        failed is returned by the next call instead of being lost with the exception.
+        """
         model_hw = tuple(prep.image.shape[-2:])
         if self._model_hw is not None and model_hw != self._model_hw:
             raise SizeChanged(f"model grid {model_hw} differs from the stream's "
                               f'{self._model_hw}; reset the session to change size')
         self.last_call_stats = []
         if self._window is None:
+            self._land_flight()
             self._buffer.append((prep, stamp_ns))
             self._input_hw, self._model_hw = tuple(prep.input_hw), model_hw
-            if len(self._buffer) < scale:
-                return []
-            records = self._run_scale()
+            if len(self._buffer) >= scale:
+                self._outbox += self._run_scale()
         else:
-            records = [self._run_stream(prep, stamp_ns, prepare_ms)]
+            self._run_stream(prep, stamp_ns, prepare_ms, ahead=pipelined)
+        return self._take(keep_records)
+
+    def _take(self, keep_records: bool) -> list:
+        """Hand out the landed records (into the trajectory, in order)."""
+        records, self._outbox = self._outbox, []
         for rec in records:
             self.trajectory.append((rec.result.stamp_ns, rec.result.pose_c2w))
         return records if keep_records else [r.result for r in records]
@@ -475,10 +568,11 @@ class Session:
                 raise
             window = gc = cc = None
             self._shrink_for_memory(oom)  # outside the handler: the call's tensors are gone
-        self._finish(window, call, True)
+        self._finish(window, call.frames, call.stats, True)
         records = []
         for j, (prep, stamp) in enumerate(entries):
-            rec = self._record(call, j, prep, stamp, FrameType.SCALE, window)
+            rec = self._record(call, j, prep, stamp, FrameType.SCALE, window, self._index)
+            self._index += 1
             self._remember(window, prep, rec)
             records.append(self._published(rec))
         self._last_kf = (self._index - 1, records[-1].result.pose_c2w,
@@ -492,15 +586,26 @@ class Session:
             rec.depth_conf = None
         return rec
 
-    def _run_stream(self, prep: Prepared, stamp_ns: int,
-                    prepare_ms: Optional[float] = None) -> _Record:
+    def _run_stream(self, prep: Prepared, stamp_ns: int, prepare_ms: Optional[float] = None,
+                    ahead: bool = False) -> None:
+        """
+        Run one streamed frame; its record (and any landed before it) go to ``_outbox``.
+
+        ``ahead``: a frame whose keyframe decision is known before its forward is
+        committed or rolled back at once and left in flight; the frame in flight before it
+        lands after this one is queued on the device.
+        """
         t0 = time.perf_counter()
-        if self._window.time >= self.window_limit:
+        if self._window.time >= self.window_limit or self._reopen:
+            self._land_flight()  # the overlap that seeds the window must be complete
             self._open_window()
         window = self._window
         first = self._stream_frames == 0
         since = self._index - self._last_kf[0]
         decision = self._policy.before(since, first)
+        ahead = ahead and decision is not None
+        if not ahead:
+            self._land_flight()
         # Depth is also needed by flow decisions and, for the Sim(3) scale, by the
         # keyframes that will seed the next window (the last scale_frames of this one).
         overflowed = False
@@ -510,7 +615,7 @@ class Session:
             needs_depth = self._cfg.with_depth or self._policy.needs_flow or seeds_next
             oom = None
             try:
-                call = self._forward(
+                launched = self._launch(
                     window, prep.image[None], first=False, scale=False,
                     defer=decision is not True, with_depth=needs_depth, phase='stream',
                     frames=[self._index], decided=decision)
@@ -521,18 +626,28 @@ class Session:
                 if overflowed:
                     raise
                 overflowed = True
+                self._land_flight()
                 self._open_window()
                 window = self._window
                 continue
-            except OutOfMemory as exc:  # rolled back by _forward
+            except OutOfMemory as exc:  # rolled back by _launch
                 oom = self._shrinkable(exc)
             # Outside the handler, so the failed call's activations went with its traceback.
+            self._land_flight()
             self._shrink_for_memory(oom)
             self._open_window()
             window = self._window
+        index = self._index
+        self._index += 1
+        if ahead:
+            self._commit_ahead(_Flight(launched=launched, prep=prep, stamp_ns=stamp_ns,
+                                       index=index, window=window, kept=decision,
+                                       prepare_ms=prepare_ms))
+            return
+        call = self._land(launched, window, 'the call')
         try:
             ftype = FrameType.KEYFRAME if decision else FrameType.NON_KEYFRAME
-            rec = self._record(call, 0, prep, stamp_ns, ftype, window)
+            rec = self._record(call, 0, prep, stamp_ns, ftype, window, index)
             if decision is None:
                 rec.flow_px = self._flow(rec)
                 decision = bool(self._policy.after(since, first, rec.flow_px))
@@ -543,16 +658,70 @@ class Session:
         except BaseException:
             self._abort(window)
             raise
-        self._finish(window, call, decision, flow_px=rec.flow_px)
+        self._finish(window, call.frames, call.stats, decision, flow_px=rec.flow_px)
         self._stream_frames += 1
         if decision:
             self._keyframes += 1
             self._remember(window, prep, rec)
-            self._last_kf = (self._index - 1, rec.result.pose_c2w, rec.result.intrinsics_model)
+            self._last_kf = (index, rec.result.pose_c2w, rec.result.intrinsics_model)
         else:
             self._rollbacks += 1
         timings = replace(rec.result.timings, step=(time.perf_counter() - t0) * 1e3,
                           prepare=prepare_ms)
+        rec.result = replace(rec.result, timings=timings)
+        self._outbox.append(self._published(rec))
+
+    # --- frames launched ahead ------------------------------------------------------------
+
+    def _commit_ahead(self, flight: _Flight) -> None:
+        """Keep or drop a frame launched ahead now; land the one before it behind it."""
+        self._finish(flight.window, flight.launched.frames, flight.launched.stats,
+                     flight.kept)
+        self._stream_frames += 1
+        if flight.kept:
+            self._keyframes += 1
+            self._last_kf = (flight.index, *self._last_kf[1:])  # its pose follows at landing
+        else:
+            self._rollbacks += 1
+        earlier, self._flight = self._flight, flight
+        if earlier is None:
+            return
+        try:
+            self._outbox.append(self._landed(earlier))
+        except FrameRejected as exc:
+            if not earlier.kept:
+                raise  # rolled back: the frame queued behind it never saw it
+            # Kept, and the frame behind it attended to it: both go, the window is re-seeded.
+            self._flight = None
+            flight.launched.copy.wait()
+            self._reopen = True
+            raise FrameRejected(f'{exc}; the frame queued behind it (stamp '
+                                f'{flight.stamp_ns}) is dropped with it and the window is '
+                                're-seeded') from exc
+
+    def _land_flight(self) -> None:
+        """Land the frame in flight, if any, into ``_outbox``."""
+        flight, self._flight = self._flight, None
+        if flight is None:
+            return
+        try:
+            self._outbox.append(self._landed(flight))
+        except FrameRejected:
+            self._reopen = self._reopen or flight.kept  # kept: the window's keys are spoiled
+            raise
+
+    def _landed(self, flight: _Flight) -> _Record:
+        """Wait for a launched frame's outputs and build its record."""
+        call = self._land(flight.launched, None, f'stamp {flight.stamp_ns}')
+        ftype = FrameType.KEYFRAME if flight.kept else FrameType.NON_KEYFRAME
+        rec = self._record(call, 0, flight.prep, flight.stamp_ns, ftype, flight.window,
+                           flight.index)
+        if flight.kept:
+            self._remember(flight.window, flight.prep, rec)
+            if self._last_kf[0] == flight.index:
+                self._last_kf = (flight.index, rec.result.pose_c2w,
+                                 rec.result.intrinsics_model)
+        timings = replace(rec.result.timings, step=call.model_ms, prepare=flight.prepare_ms)
         rec.result = replace(rec.result, timings=timings)
         return self._published(rec)
 
@@ -567,6 +736,7 @@ class Session:
         old = self._window
         index, kept = old.index + 1, list(old.overlap)
         self._window = None  # a failure below restarts the stream with a scale phase
+        self._reopen = False
         old.agg = old.camera = None  # the pools stay only in self._caches (dropped on a shrink)
         while True:
             oom = None
@@ -586,7 +756,7 @@ class Session:
         call = self._forward(window, images, first=True, scale=True, defer=False,
                              with_depth=with_depth, phase='reseed',
                              frames=[k.index for k in kept])
-        self._finish(window, call, True)
+        self._finish(window, call.frames, call.stats, True)
         host = call.host
         curr = pose_enc_to_matrix(host.pose_enc)
         depths = None if host.depth is None else list(host.depth[..., 0])
@@ -625,6 +795,15 @@ class Session:
                  defer: bool, with_depth: bool, phase: str, frames: Sequence[int],
                  decided: Optional[bool] = True) -> _Call:
         """Begin, run the model and copy its outputs to the host; roll back on failure."""
+        launched = self._launch(window, images, first=first, scale=scale, defer=defer,
+                                with_depth=with_depth, phase=phase, frames=frames,
+                                decided=decided)
+        return self._land(launched, window, 'the call')
+
+    def _launch(self, window: _Window, images: torch.Tensor, *, first: bool, scale: bool,
+                defer: bool, with_depth: bool, phase: str, frames: Sequence[int],
+                decided: Optional[bool] = True) -> _Launched:
+        """Begin and queue the model call and the copy of its outputs; roll back on failure."""
         n = int(images.shape[0])
         window.agg.begin(n, defer_eviction=defer)
         try:
@@ -640,31 +819,47 @@ class Session:
                                   camera_cache=window.camera, with_depth=with_depth,
                                   camera_iterations=self._cfg.camera_iterations)
             colors = _colors(images) if with_depth else None
-            host = _HostOutputs(**to_host({
+            copy = HostCopy({
                 'pose_enc': out.pose_enc, 'pose_enc_iters': out.pose_enc_iters,
                 'depth': out.depth if with_depth else None,
                 'depth_conf': out.depth_conf if with_depth else None,
                 'colors': colors, 'camera_tokens': out.camera_tokens,
-            }))
-            if not np.all(np.isfinite(host.pose_enc)):
-                raise FrameRejected('the model returned a non-finite pose; frame dropped')
+            })
         except BaseException:
             self._abort(window)
             raise
-        model_ms = (time.perf_counter() - t0) * 1e3
         stats = dict(
             call_index=self._calls, window_index=window.index, frame_indices=list(frames),
             phase=phase, is_keyframe=decided, rope_time_index_start=window.time, **pre)
-        return _Call(n, host, model_ms, stats)
+        return _Launched(n, copy, t0, stats)
+
+    def _land(self, launched: _Launched, window: Optional[_Window], what: str) -> _Call:
+        """
+        Wait for a launched call's outputs; refuse a non-finite pose.
+
+        ``window``: the call's, while it is still open (rolled back on failure); None for
+        a call already committed or rolled back.
+        """
+        try:
+            host = _HostOutputs(**launched.copy.wait())
+            if not np.all(np.isfinite(host.pose_enc)):
+                raise FrameRejected(f'the model returned a non-finite pose for {what}; '
+                                    'frame dropped')
+        except BaseException:
+            if window is not None:
+                self._abort(window)
+            raise
+        model_ms = (time.perf_counter() - launched.started) * 1e3
+        return _Call(launched.frames, host, model_ms, launched.stats)
 
     def _abort(self, window: _Window) -> None:
         window.agg.rollback()
         window.camera.rollback()
 
-    def _finish(self, window: _Window, call: _Call, keep: bool,
+    def _finish(self, window: _Window, n: int, call_stats: dict, keep: bool,
                 flow_px: float = math.nan) -> None:
-        """Commit (run the deferred eviction, advance time) or roll back the call."""
-        stats, n = dict(call.stats), call.frames
+        """Commit (run the deferred eviction, advance time) or roll back the open call."""
+        stats = dict(call_stats)
         if keep:
             self._evictions += int(window.agg.commit() or 0)
             window.camera.commit()
@@ -716,7 +911,7 @@ class Session:
     # --- outputs --------------------------------------------------------------------------
 
     def _record(self, call: '_Call', j: int, prep: Prepared, stamp_ns: int, ftype: FrameType,
-                window: _Window) -> _Record:
+                window: _Window, index: int) -> _Record:
         """Build frame ``j`` of a call's host outputs, mapped into the session's frame."""
         host, model_ms = call.host, call.model_ms
         h, w = self._model_hw
@@ -730,14 +925,13 @@ class Session:
             conf = host.depth_conf[j]
             colors = host.colors[j]
         result = FrameResult(
-            stamp_ns=stamp_ns, index=self._index, frame_type=ftype, pose_c2w=pose,
+            stamp_ns=stamp_ns, index=index, frame_type=ftype, pose_c2w=pose,
             pose_enc=enc, intrinsics=np.asarray(prep.model_to_input, np.float64) @ k_model,
             intrinsics_model=k_model, input_hw=tuple(prep.input_hw), model_hw=(h, w),
             window_index=window.index, depth=depth, confidence=conf, colors=colors,
             timings=FrameTimings(model=model_ms), map_epoch=self._map_epoch)
         if self._cfg.with_depth and self._cfg.products.wanted:
             result = products.make(self._cfg.products, result)
-        self._index += 1
         return _Record(result=result, window_iters=host.pose_enc_iters[j], sim3=sim3,
                        camera_tokens=host.camera_tokens[j], depth_conf=conf)
 

@@ -58,19 +58,25 @@ def _sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def run_once(engine: Engine, stream: StreamConfig, images: torch.Tensor) -> dict:
-    """Stream ``images`` through a fresh session; return per-call times and pose codes."""
+def run_once(engine: Engine, stream: StreamConfig, images: torch.Tensor,
+             pipelined: bool = True) -> dict:
+    """
+    Stream ``images`` through a fresh session; return per-call times and pose codes.
+
+    A frame's time ends when its outputs are on the host (the session waits for them
+    before it reports progress), so no device sync is added per frame: with
+    ``pipelined`` the next frame is already queued on the device by then.
+    """
     session = engine.new_session('bench', stream)
     device = engine.device
     marks = []
 
     def progress(done: int) -> None:
-        _sync(device)
         marks.append((done, time.perf_counter()))
 
     _sync(device)
     start = time.perf_counter()
-    out = session.run(images, progress=progress)
+    out = session.run(images, progress=progress, pipelined=pipelined)
     per_call, last_t, last_n = [], start, 0
     for done, t in marks:
         if done > last_n:
@@ -98,14 +104,14 @@ def summarise(calls: list, steady_after: int) -> dict:
 
 
 def profile_run(engine: Engine, stream: StreamConfig, images: torch.Tensor,
-                top: int = 30) -> dict:
+                top: int = 30, pipelined: bool = True) -> dict:
     """Profile a whole run; print the kernels with the most device time per frame."""
     from torch.profiler import profile, ProfilerActivity
     activities = [ProfilerActivity.CPU]
     if engine.device.type == 'cuda':
         activities.append(ProfilerActivity.CUDA)
     with profile(activities=activities) as prof:
-        run_once(engine, stream, images)
+        run_once(engine, stream, images, pipelined)
     events = prof.key_averages()
     frames = images.shape[0]
     rows = sorted(events, key=lambda e: e.device_time_total, reverse=True)[:top]
@@ -179,6 +185,8 @@ def _parser() -> argparse.ArgumentParser:
                    choices=[h.value for h in HeadDtype],
                    help="what the camera and depth heads compute in: 'float32' (as the "
                    "reference) or 'compute' (under autocast in --dtype; no effect in float32)")
+    p.add_argument('--sequential', action='store_true',
+                   help='finish each frame on the host before queuing the next (no pipelining)')
     p.add_argument('--profile', action='store_true',
                    help='after timing, profile one more run and print the top kernels')
     p.add_argument('--seed', type=int, default=0)
@@ -208,11 +216,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                                           head_dtype=HeadDtype(args.head_dtype)))
         t = time.perf_counter()   # the warm-up builds kernels, compiles and captures
         for _ in range(args.warmup):
-            run_once(engine, stream, images[:args.scale_frames + 4])
+            run_once(engine, stream, images[:args.scale_frames + 4], not args.sequential)
         warmup_s = time.perf_counter() - t
         if engine.device.type == 'cuda':
             torch.cuda.reset_peak_memory_stats(engine.device)
-        run = run_once(engine, stream, images)
+        run = run_once(engine, stream, images, not args.sequential)
         summary = summarise(run['calls'], steady_after=args.sliding_window)
         if engine.device.type == 'cuda':
             summary['peak_memory_gib'] = torch.cuda.max_memory_allocated(engine.device) / 2**30
@@ -222,11 +230,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                        cuda_graphs=engine.graph_status, torch_compile=engine.compile_status,
                        warmup_s=warmup_s, model=engine.description, stats=run['stats'].as_dict(),
                        kv_splits=_kv_splits(engine, args), head_dtype=args.head_dtype,
+                       pipelined=not args.sequential,
                        heads_compute_in=_dtype_name(engine.model.head_autocast_dtype))
         runs[dtype] = run
         results[dtype] = summary
         if args.profile:
-            summary['profile'] = profile_run(engine, stream, images)
+            summary['profile'] = profile_run(engine, stream, images, pipelined=not args.sequential)
         del engine
         if torch.cuda.is_available():
             torch.cuda.empty_cache()
@@ -242,6 +251,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
               f"{r['steady_fps']:.1f} FPS, backend {r['backend']}, graphs {r['cuda_graphs']}, "
               f"compile {r['torch_compile']}, key parts {r['kv_splits']}, "
               f"heads in {r['heads_compute_in']}, "
+              f"{'pipelined' if r['pipelined'] else 'sequential'}, "
               f"warm-up {r['warmup_s']:.1f} s")
     if 'drift_vs_float32' in results:
         print('drift vs float32:', results['drift_vs_float32'])
