@@ -56,17 +56,17 @@ TOPICS = {kind: f'/threads_{RUN}_{kind.value}/image' for kind in ExecutorKind}
 
 
 class Gate:
-    """Hold the worker inside ``session.step`` until released."""
+    """Hold the worker inside ``session.submit`` until released."""
 
     def __init__(self, session):
         self.entered, self.release = threading.Event(), threading.Event()
-        real = session.step
+        real = session.submit
 
-        def step(image, stamp):
+        def submit(image, stamp):
             self.entered.set()
             self.release.wait(60)
             return real(image, stamp)
-        session.step = step
+        session.submit = submit
 
 
 @pytest.fixture(params=list(ExecutorKind), ids=lambda k: k.value)

@@ -22,6 +22,7 @@ from lingbot_ros.ros.camera import CameraStream
 from lingbot_ros.ros.counters import Stage
 from lingbot_ros.ros.output_thread import OutputThread
 from lingbot_ros.ros.worker import Frame, FrameQueue, Output, Worker
+from lingbot_ros.streaming.landing import LandsAtOnce
 import numpy as np
 import pytest
 
@@ -106,7 +107,7 @@ def test_flush_times_out_while_a_job_is_stuck(out):
     assert out.flush(5.0)
 
 
-class _Session:
+class _Session(LandsAtOnce):
     """One result per frame."""
 
     config = None

@@ -26,6 +26,7 @@ from lingbot_ros.ros.camera import CameraStream, RESIZE_AFTER, StampVerdict
 from lingbot_ros.ros.conventions import MapConvention
 from lingbot_ros.ros.reasons import Event, Level, Rejection
 from lingbot_ros.ros.worker import Frame, FrameQueue, NAN_RESET_AFTER, Worker, WorkerBusy
+from lingbot_ros.streaming.landing import LandsAtOnce
 from lingbot_ros.streaming.result import FrameResult, FrameType
 from lingbot_ros.streaming.session import FrameRejected, SizeChanged
 import numpy as np
@@ -38,7 +39,7 @@ class Cfg:
     keyframe_interval: int = 1
 
 
-class FakeSession:
+class FakeSession(LandsAtOnce):
     """Same surface as streaming.Session: buffers scale frames, checks size, may emit NaN."""
 
     def __init__(self, nan_stamps=(), reject_stamps=()):
@@ -480,3 +481,128 @@ def test_counters_written_from_two_threads_lose_nothing():
         sys.setswitchinterval(interval)
     assert cam.counters.rejected[Rejection.SIZE] == 2 * n
     assert cam.counters.rejected_total == 3 * n and cam.counters.dropped == 3 * n
+
+
+# --- frames left in flight (Session.submit) -----------------------------------------------
+
+class PipelinedFakeSession(FakeSession):
+    """
+    Holds each streamed result in flight, as ``Session.submit`` does on a GPU.
+
+    The "device" finishes a frame when the test sets ``done``; ``drain`` and the next
+    ``submit`` land it (blocking until then, as a real landing waits for the device).
+    """
+
+    def __init__(self, **kw):
+        super().__init__(**kw)
+        self.flight = None
+        self.done = threading.Event()
+        self.submits = []
+
+    def reset(self):
+        super().reset()
+        self.flight = None
+
+    @property
+    def in_flight(self):
+        return self.flight is not None
+
+    def flight_ready(self):
+        return self.flight is None or self.done.is_set()
+
+    def flight_waiter(self):
+        return self.done.wait
+
+    def _landed(self):
+        flight, self.flight = self.flight, None
+        if flight is None:
+            return []
+        self.done.wait(5)
+        return [replace(flight, timings=replace(flight.timings, step=2.0, model=1.5))]
+
+    def submit(self, image, stamp):
+        self.submits.append(stamp)
+        streaming = self.index > 0
+        out = self.step(image, stamp)
+        if not streaming:
+            return out  # the scale call lands at once
+        landed = self._landed()
+        self.done.clear()
+        self.flight = out[0]
+        return landed
+
+    def drain(self):
+        return self._landed()
+
+
+def _pipelined_rig():
+    cams = [CameraStream(0, 'c0', '/c0/image', PipelinedFakeSession(), window=50)]
+    queue, sink = FrameQueue(1, 4), Sink()
+    return cams, queue, sink, Worker(cams, queue, sink, lambda: Cfg())
+
+
+def _wait_for(condition, timeout=5.0):
+    deadline = time.monotonic() + timeout
+    while not condition() and time.monotonic() < deadline:
+        time.sleep(0.005)
+    return condition()
+
+
+def test_a_frame_in_flight_lands_when_the_device_is_done_without_a_next_frame():
+    cams, queue, sink, worker = _pipelined_rig()
+    session = cams[0].session
+    worker.start()
+    try:
+        for stamp in (10, 20, 30):
+            queue.put(_frame(0, stamp))
+        assert _wait_for(lambda: len(sink.published) == 2)  # the scale frames
+        assert _wait_for(lambda: session.in_flight and not queue_has(queue))
+        time.sleep(0.05)
+        assert [s for _, s in sink.published] == [10, 20]  # 30 waits on the device
+        session.done.set()  # the device is done: the landing watch wakes the worker
+        assert _wait_for(lambda: len(sink.published) == 3)
+        assert not session.in_flight and cams[0].counters.processed == 3
+        assert cams[0].counters.step_ms.percentile(100) == pytest.approx(2.0)  # its own
+    finally:
+        assert worker.stop(timeout=5)
+
+
+def queue_has(queue):
+    return any(queue._queues)
+
+
+def test_a_frame_that_comes_first_is_queued_behind_the_one_in_flight():
+    cams, queue, sink, worker = _pipelined_rig()
+    session = cams[0].session
+    for stamp in (10, 20):
+        worker.process(_frame(0, stamp))  # the scale call
+    worker.process(_frame(0, 30))
+    assert session.in_flight and [s for _, s in sink.published] == [10, 20]
+    session.done.set()  # (set before the submit below lands 30, which waits for it)
+    worker.process(_frame(0, 40))  # submitted first, then 30 lands
+    assert session.submits[-1] == 40 and session.in_flight
+    assert [s for _, s in sink.published] == [10, 20, 30]
+
+
+def test_stopping_and_resetting_land_the_frame_in_flight_first():
+    cams, queue, sink, worker = _pipelined_rig()
+    session = cams[0].session
+    worker.start()
+    try:
+        for stamp in (10, 20, 30):
+            queue.put(_frame(0, stamp))
+        assert _wait_for(lambda: session.in_flight)
+        session.done.set()
+        worker.request_reset().wait(5)
+        assert [s for _, s in sink.published] == [10, 20, 30] and session.resets == 1
+        assert cams[0].counters.dropped == 0
+        queue.put(_frame(0, 40))
+        queue.put(_frame(0, 50))
+        queue.put(_frame(0, 60))
+        assert _wait_for(lambda: session.in_flight and session.submits[-1] == 60)
+        time.sleep(0.05)
+        assert [s for _, s in sink.published][-2:] == [40, 50]
+    finally:
+        threading.Timer(0.2, session.done.set).start()  # the device, done during the stop
+        assert worker.stop(timeout=5)
+    assert [s for _, s in sink.published][-3:] == [40, 50, 60]  # 60 landed at the stop

@@ -89,6 +89,7 @@ class CameraStream:
         self.map_epoch: Optional[int] = None   # the session map the published poses are in
         self.frame_id = ''
         self.received_at: dict = {}            # stamp -> monotonic receive time, in flight
+        self.waited_ms: dict = {}              # stamp -> ms it waited in the queue, in flight
         self.nan_run = 0                       # non-finite outputs in a row
         self._new_size: Optional[tuple] = None  # (h, w) other than the session's, and
         self._new_size_run = 0                  # how many frames in a row came in it
@@ -112,6 +113,7 @@ class CameraStream:
         the old map's last results, clears it in order.
         """
         self.received_at.clear()
+        self.waited_ms.clear()
         self.nan_run = 0
         self.map_epoch = None
         self.cache_stats = CacheStats()

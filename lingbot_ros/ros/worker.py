@@ -16,9 +16,15 @@
 The one thread that owns the model: bounded newest-wins queues in, results out.
 
 Subscription callbacks only convert and :meth:`FrameQueue.put`; everything that
-touches a session (step, reset, config update) happens here, so the ROS executor
-never waits on the GPU. Nothing in this module imports rclpy: the node hands in a
-:class:`Sink` that publishes (on its own output thread) and logs.
+touches a session (submit, drain, reset, config update) happens here, so the ROS
+executor never waits on the GPU. Nothing in this module imports rclpy: the node hands
+in a :class:`Sink` that publishes (on its own output thread) and logs.
+
+Frames are submitted ahead (``Session.submit``): the worker queues a frame on the device
+and goes back to the queue. It lands the frame (its outputs to the host, its result to
+the sink) when the device is done with it, unless a new frame comes first, which is
+then queued behind it so that the device does not wait for the host. A
+:class:`LandingWatch` thread wakes the worker when a frame is done.
 """
 
 from __future__ import annotations
@@ -36,7 +42,7 @@ from lingbot_ros.ros.counters import Stage
 from lingbot_ros.ros.reasons import Event, Level, Rejection, Topic
 from lingbot_ros.streaming.engine_process import EngineRestarted
 from lingbot_ros.streaming.errors import FrameRejected, out_of_memory_error, SizeChanged
-from lingbot_ros.streaming.result import FrameResult
+from lingbot_ros.streaming.result import FrameResult, FrameTimings
 import numpy as np
 
 
@@ -78,8 +84,14 @@ class FrameQueue:
             self._cond.notify()
         return dropped
 
-    def get(self, timeout: float) -> Optional[Frame]:
-        """Return the next frame, cameras served round-robin; None on timeout or close."""
+    def get(self, timeout: float,
+            until: Optional[Callable[[], bool]] = None) -> Optional[Frame]:
+        """
+        Return the next frame, cameras served round-robin; None on timeout or close.
+
+        ``until``: also return None once it is true (checked at every wake-up, under the
+        queue's lock, so a :meth:`wake` after it became true is never missed).
+        """
         with self._cond:
             deadline = time.monotonic() + timeout
             while not self._closed:
@@ -88,6 +100,8 @@ class FrameQueue:
                     if self._queues[i]:
                         self._next = (i + 1) % len(self._queues)
                         return self._queues[i].popleft()
+                if until is not None and until():
+                    return None
                 left = deadline - time.monotonic()
                 if left <= 0:
                     return None
@@ -111,6 +125,55 @@ class FrameQueue:
     def wake(self) -> None:
         with self._cond:
             self._cond.notify_all()
+
+
+class LandingWatch:
+    """
+    Wakes the worker when a frame it left in flight is done on the device.
+
+    One daemon thread runs the waits it is handed (``Session.flight_waiter``: a wait on
+    the device that releases the GIL), each followed by ``wake``. It reads and writes
+    nothing of the sessions; the worker lands the frame itself.
+    """
+
+    def __init__(self, wake: Callable[[], None]) -> None:
+        self._wake = wake
+        self._waits: Deque[Optional[Callable[[], None]]] = deque()
+        self._cond = threading.Condition()
+        self._thread: Optional[threading.Thread] = None
+
+    def watch(self, wait: Callable[[], None]) -> None:
+        """Wake the worker once ``wait`` returns."""
+        with self._cond:
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name='lingbot-landing',
+                                                daemon=True)
+                self._thread.start()
+            self._waits.append(wait)
+            self._cond.notify()
+
+    def close(self, timeout: float = 5.0) -> None:
+        """End the thread after the waits handed over so far."""
+        with self._cond:
+            thread = self._thread
+            self._waits.append(None)
+            self._cond.notify()
+        if thread is not None:
+            thread.join(timeout)
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while not self._waits:
+                    self._cond.wait()
+                wait = self._waits.popleft()
+            if wait is None:
+                return
+            try:
+                wait()
+            except Exception:  # noqa: BLE001,S110 - the worker sees the error when it lands
+                pass
+            self._wake()
 
 
 @dataclass(frozen=True)
@@ -237,28 +300,58 @@ class Worker:
     # --- the thread ----------------------------------------------------------------------
 
     def _loop(self, stop: threading.Event, queue: FrameQueue) -> None:
+        landing = LandingWatch(queue.wake)
         while not stop.is_set():
             frame = None
             try:
                 self._serve_reset()
-                frame = queue.get(timeout=0.1)
+                frame = queue.get(timeout=0.1, until=self._flight_done)
                 self._serve_reset()
                 if frame is not None and not stop.is_set():
                     self.process(frame)
+                    session = self.cameras[frame.camera].session
+                    if session.in_flight:
+                        landing.watch(session.flight_waiter())
+                self._land(only_done=True)
             except Exception as exc:  # noqa: BLE001 - the GPU thread must outlive any bug
                 self.errors += 1
                 cam = self.cameras[frame.camera] if frame is not None else None
                 self.sink.report(cam, Event.WORKER_ERROR,
                                  f'worker: {type(exc).__name__}: {exc}', Level.ERROR)
+        try:
+            self._land(only_done=False)  # no frame the sessions kept goes unpublished
+        except Exception as exc:  # noqa: BLE001
+            self.errors += 1
+            self.sink.report(None, Event.WORKER_ERROR, f'worker: {type(exc).__name__}: {exc}',
+                             Level.ERROR)
+        landing.close()
         with self._lock:
             self._live = False  # from here on, request_reset serves resets itself
         self._serve_reset()  # one asked for while stopping is still answered
+
+    def _flight_done(self) -> bool:
+        """Whether a frame left in flight is done on the device (worker thread)."""
+        return any(cam.session is not None and cam.session.in_flight
+                   and cam.session.flight_ready() for cam in self.cameras)
+
+    def _land(self, only_done: bool) -> None:
+        """Land the frames left in flight (those done on the device, or all of them)."""
+        for cam in self.cameras:
+            session = cam.session
+            if session is None or not session.in_flight:
+                continue
+            if only_done and not session.flight_ready():
+                continue
+            results = self._guarded(cam, None, session.drain)
+            if results is not None:
+                self._deliver(cam, results)
 
     def _serve_reset(self) -> None:
         with self._lock:
             waiting, self._resets = self._resets, []
         if not waiting:
             return
+        self._land(only_done=False)  # the frames in flight belong to the old map: out first
         for cam in self.cameras:
             cleared = self.queue.clear(cam.index)
             if cleared:
@@ -270,6 +363,8 @@ class Worker:
             finished()
 
     def _reset(self, cam: CameraStream) -> None:
+        if cam.session.in_flight:
+            cam.counters.on_dropped(1)  # a frame in flight goes with the session's state
         cam.session.reset()
         cam.counters.on_session_reset()
         cam.forget()
@@ -291,37 +386,67 @@ class Worker:
         cam.received_at[frame.stamp_ns] = frame.received
         t0 = time.monotonic()
         waited_ms = (t0 - frame.received) * 1e3 if frame.received else None
+        cam.waited_ms[frame.stamp_ns] = waited_ms
+        results = self._guarded(cam, frame.stamp_ns, lambda: self._step(cam, frame))
+        if results is None:
+            return
+        now = time.monotonic()
+        if not results and not cam.session.in_flight:  # a scale frame, buffered
+            cam.counters.on_stepped(now, (now - t0) * 1e3, {Stage.QUEUE: waited_ms})
+            cam.counters.set_buffered(cam.counters.buffered + 1)
+        elif any(not r.timings.streamed for r in results):  # the scale call
+            cam.counters.on_stepped(now, (now - t0) * 1e3, {Stage.QUEUE: waited_ms})
+        own = results[-1].stamp_ns == frame.stamp_ns if results else False
+        self._deliver(cam, results, call_ms=(now - t0) * 1e3 if own else None)
+
+    def _guarded(self, cam: CameraStream, stamp_ns: Optional[int],
+                 call: Callable[[], list]) -> Optional[list]:
+        """
+        Run a session call; count and report what it refused (None then).
+
+        ``stamp_ns``: the frame the call submitted (None for a drain). A frame found
+        unusable when it lands names its stamp in the error.
+        """
         try:
-            results = self._step(cam, frame)
+            return call()
         except out_of_memory_error() as exc:
-            self._forget_stamp(cam, frame.stamp_ns)
+            self._forget_stamp(cam, stamp_ns)
             self._reject(cam, Rejection.OUT_OF_MEMORY, f'out of memory, frame dropped: {exc}',
                          Level.WARN)
             _empty_device_cache()
-            return
         except SizeChanged as exc:  # session unchanged
-            self._forget_stamp(cam, frame.stamp_ns)
+            self._forget_stamp(cam, stamp_ns)
             self._reject(cam, Rejection.SIZE_CHANGE, str(exc), Level.WARN)
-            return
-        except FrameRejected as exc:  # non-finite output, rolled back
-            self._forget_stamp(cam, frame.stamp_ns)
+        except FrameRejected as exc:  # non-finite output
+            self._forget_stamp(cam, stamp_ns)
             self._non_finite(cam, str(exc))
-            return
         except EngineRestarted as exc:  # a new model process: every session starts over
-            self._forget_stamp(cam, frame.stamp_ns)
+            self._forget_stamp(cam, stamp_ns)
             self._reject(cam, Rejection.ERROR, str(exc), Level.WARN)
             for each in self.cameras:
                 self._reset(each)
-            return
         except Exception as exc:  # noqa: BLE001 (a bug must not stop the stream)
-            self._forget_stamp(cam, frame.stamp_ns)
+            self._forget_stamp(cam, stamp_ns)
             self._reject(cam, Rejection.ERROR, f'{type(exc).__name__}: {exc}', Level.ERROR)
-            return
+        return None
+
+    def _deliver(self, cam: CameraStream, results: list,
+                 call_ms: Optional[float] = None) -> None:
+        """
+        Count and hand landed results to the sink, oldest first.
+
+        ``call_ms``: the session call's time when it returned the frame it was given
+        (a step, or the model's process): the way there and back is then measured.
+        """
         now = time.monotonic()
-        step_ms = (now - t0) * 1e3
-        cam.counters.on_stepped(now, step_ms, _stages(results, waited_ms, step_ms))
-        cam.counters.set_buffered(0 if results else cam.counters.buffered + 1)
+        streamed = [r for r in results if r.timings.streamed]
+        for r in streamed:
+            waited = cam.waited_ms.pop(r.stamp_ns, None)
+            step_ms = r.timings.step + (r.timings.prepare or 0.0)
+            mine = call_ms if r is results[-1] else None
+            cam.counters.on_stepped(now, step_ms, _stages(r.timings, waited, mine))
         if results:
+            cam.counters.set_buffered(0)
             self._follow_map(cam, results[0].map_epoch)
         for result in results:
             received = cam.received_at.pop(result.stamp_ns, None)
@@ -341,11 +466,12 @@ class Worker:
         cam.cache_stats = cam.session.stats()  # after the hand-over: the pose goes out first
         if len(cam.received_at) > 4 * max(1, getattr(cam.session.config, 'scale_frames', 8)):
             cam.received_at.clear()  # stamps the session never returned; keep it bounded
+            cam.waited_ms.clear()
 
     def _step(self, cam: CameraStream, frame: Frame) -> list:
-        """Step the session; a camera that changed resolution for good gets a new one."""
+        """Submit to the session; a camera that changed resolution for good gets a new one."""
         try:
-            results = cam.session.step(frame.image, frame.stamp_ns)
+            results = cam.session.submit(frame.image, frame.stamp_ns)
         except SizeChanged:
             hw = tuple(frame.image.shape[:2])
             if not cam.size_changed_for_good(hw):
@@ -354,7 +480,7 @@ class Worker:
                              f'the camera now sends {hw[1]}x{hw[0]} ({RESIZE_AFTER} frames in '
                              'a row): new session, the next poses start a new map', Level.WARN)
             self._reset(cam)
-            results = cam.session.step(frame.image, frame.stamp_ns)
+            results = cam.session.submit(frame.image, frame.stamp_ns)
         cam.size_accepted()
         return results
 
@@ -379,30 +505,28 @@ class Worker:
         self._reset(cam)
         return True
 
-    def _forget_stamp(self, cam: CameraStream, stamp_ns: int) -> None:
+    def _forget_stamp(self, cam: CameraStream, stamp_ns: Optional[int]) -> None:
         cam.received_at.pop(stamp_ns, None)
+        cam.waited_ms.pop(stamp_ns, None)
 
     def _reject(self, cam: CameraStream, reason: Rejection, text: str, level: Level) -> None:
         cam.counters.on_rejected(reason)
         self.sink.report(cam, reason, text, level)
 
 
-def _stages(results: list, waited_ms: Optional[float], step_ms: float) -> dict:
+def _stages(t: FrameTimings, waited_ms: Optional[float], call_ms: Optional[float]) -> dict:
     """
-    Split the step's part of the latency (a streamed frame's; the scale call's is not).
+    Split a streamed frame's part of the latency.
 
-    The session times its own parts (prepare, model, the rest of its step); what the
-    worker waited beyond them is the way to the session and back: the model process's
-    round trip with ``model_process``, next to nothing in one process.
+    The session times its own parts (prepare, model, the rest of its step); where the
+    call that returned the frame is the one that took it (``call_ms``), what the worker
+    waited beyond them is the way to the session and back: the model process's round
+    trip with ``model_process``, next to nothing in one process.
     """
-    stages = {Stage.QUEUE: waited_ms}
-    if len(results) == 1 and results[0].timings.streamed:
-        t = results[0].timings
-        own = t.step + (t.prepare or 0.0)
-        stages.update({Stage.PREPARE: t.prepare, Stage.MODEL: t.model,
-                       Stage.FINISH: t.step - t.model,
-                       Stage.TRANSPORT: max(0.0, step_ms - own)})
-    return stages
+    own = t.step + (t.prepare or 0.0)
+    return {Stage.QUEUE: waited_ms, Stage.PREPARE: t.prepare, Stage.MODEL: t.model,
+            Stage.FINISH: t.step - t.model,
+            Stage.TRANSPORT: None if call_ms is None else max(0.0, call_ms - own)}
 
 
 def _finite(result: FrameResult) -> bool:

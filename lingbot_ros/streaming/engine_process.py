@@ -57,6 +57,7 @@ from lingbot_ros.cache.backend_choice import AttentionBackend
 from lingbot_ros.cache.stats import CacheStats
 from lingbot_ros.streaming.config import EngineConfig, StreamConfig
 from lingbot_ros.streaming.device_memory import DeviceMemory
+from lingbot_ros.streaming.landing import LandsAtOnce
 import numpy as np
 
 STOP_WAIT_S = 10.0   # for the model's process to leave after being asked to
@@ -595,8 +596,13 @@ class EngineProcess:
         return self._proc.returncode
 
 
-class RemoteSession:
-    """A session living in the model's process: ``step``, ``reset``, ``update``, ``stats``."""
+class RemoteSession(LandsAtOnce):
+    """
+    A session living in the model's process: ``step``, ``reset``, ``update``, ``stats``.
+
+    Its process answers a step once the frame's results are on the host, so ``submit``
+    leaves nothing in flight (frames are not queued ahead on the device here yet).
+    """
 
     def __init__(self, engine: EngineProcess, name: str, cfg: StreamConfig) -> None:
         self._engine, self.name, self._cfg = engine, name, cfg

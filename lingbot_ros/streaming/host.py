@@ -80,13 +80,17 @@ class HostCopy:
         """Whether :meth:`wait` would return without blocking."""
         return self._event is None or self._event.query()
 
+    def wait_ready(self) -> None:
+        """Block until the copy has landed (releases the GIL meanwhile); read nothing."""
+        if self._event is not None:
+            self._event.synchronize()
+
     def wait(self) -> dict:
         """Block until the copy has landed; return the arrays (each a copy of its own)."""
         out: dict = dict.fromkeys(self._names)
         if self._host is None:
             return out
-        if self._event is not None:
-            self._event.synchronize()
+        self.wait_ready()
         raw = self._host.numpy()
         offset = 0
         for name, dtype, shape, n in self._parts:

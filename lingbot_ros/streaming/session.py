@@ -473,6 +473,22 @@ class Session:
         """Whether a frame submitted ahead has not landed yet."""
         return self._flight is not None
 
+    def flight_ready(self) -> bool:
+        """Whether :meth:`drain` would find the frame in flight done on the device."""
+        return self._flight is None or self._flight.launched.copy.ready()
+
+    def flight_waiter(self) -> Callable[[], None]:
+        """
+        Return a call that blocks until the frame now in flight is done on the device.
+
+        It touches nothing of the session (another thread may run it, to wake the
+        session's owner); the frame still lands only through :meth:`drain` or the next
+        :meth:`submit`.
+        """
+        if self._flight is None:
+            return lambda: None
+        return self._flight.launched.copy.wait_ready
+
     # --- the state machine ------------------------------------------------------------
 
     def _feed(self, prep: Prepared, stamp_ns: int, scale: int, keep_records: bool = False,
@@ -721,7 +737,8 @@ class Session:
             if self._last_kf[0] == flight.index:
                 self._last_kf = (flight.index, rec.result.pose_c2w,
                                  rec.result.intrinsics_model)
-        timings = replace(rec.result.timings, step=call.model_ms, prepare=flight.prepare_ms)
+        step_ms = (time.perf_counter() - flight.launched.started) * 1e3
+        timings = replace(rec.result.timings, step=step_ms, prepare=flight.prepare_ms)
         rec.result = replace(rec.result, timings=timings)
         return self._published(rec)
 
