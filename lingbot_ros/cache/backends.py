@@ -293,8 +293,9 @@ class FlashInferRagged:
     fixed device buffers, so a ``run`` captured in a graph serves every later plan with
     the same query count. Its keys are then passed whole (a layer's fixed flat view) and
     the plan's ``kv_offset`` says where the visible run starts in them. Plans copy from
-    the host tensors without waiting; the next plan comes a frame later, after the
-    frame's outputs were read back, so the copy has long been done.
+    page-locked host tensors without waiting; with frames queued ahead the next plan may
+    come before the device has run that copy, so a plan first waits for the last one's
+    copies (an event; long done, in practice, by then).
     """
 
     def __init__(self, device: torch.device, kernel: str = 'auto', graph: bool = False,
@@ -313,6 +314,7 @@ class FlashInferRagged:
         pin = torch.device(device).type == 'cuda'
         self._qo = torch.zeros(splits + 1, dtype=torch.int32, pin_memory=pin)
         self._kv = torch.zeros(splits + 1, dtype=torch.int32, pin_memory=pin)
+        self._copied: Optional[torch.cuda.Event] = None  # after the last plan's copies
 
     def plan(self, queries: int, keys: int, heads: int, head_dim: int,
              dtype: torch.dtype, kv_dtype: Optional[torch.dtype] = None,
@@ -322,12 +324,17 @@ class FlashInferRagged:
         if keys < s:
             raise ValueError(f'keys={keys} is not allowed with splits={s}: each part needs '
                              'a key')
+        if self._copied is not None:
+            self._copied.synchronize()  # the host buffers are read by the last plan's copies
         qo, kv = self._qo.numpy(), self._kv.numpy()
         for i in range(s + 1):   # equal parts; the first ones take the remainder
             qo[i] = i * queries
             kv[i] = kv_offset + (keys * i + s - 1) // s
         self.wrapper.plan(self._qo, self._kv, heads, heads, head_dim, causal=False,
                           q_data_type=dtype, kv_data_type=kv_dtype or dtype)
+        if self._qo.is_pinned():
+            self._copied = torch.cuda.Event()
+            self._copied.record()
 
     def run(self, q: torch.Tensor, k_run: torch.Tensor, v_run: torch.Tensor) -> torch.Tensor:
         """``q`` [1, H, N, D] over a contiguous run ``[tokens, H, D]`` -> [1, H, N, D]."""
