@@ -115,6 +115,17 @@ def test_frames_go_up_the_plain_way_where_memory_cannot_be_pinned(monkeypatch):
     assert tries == [1] and 'cudaHostAlloc' in upload.unavailable
 
 
+@pytest.mark.skipif(not torch.cuda.is_available(), reason='page-locked uploads need CUDA')
+def test_pinned_uploads_turn_through_their_ring_without_overwriting_a_pending_one():
+    upload = pp._PinnedUpload()
+    device = torch.device('cuda')
+    torch.cuda._sleep(200_000_000)  # keep the device busy: the uploads queue behind it
+    frames = [np.full((48, 64, 3), i, np.uint8) for i in range(2 * upload.RING + 1)]
+    got = [upload(f, device) for f in frames]
+    for f, g in zip(frames, got):
+        assert torch.equal(g.cpu(), torch.from_numpy(f))
+
+
 def test_grey_and_tensor_frames():
     rng = np.random.default_rng(7)
     grey = rng.integers(0, 256, (30, 60), dtype=np.uint8)

@@ -363,7 +363,8 @@ class LingbotNode(LifecycleNode):
         for cam in self.cameras:
             cam.sliding_window = stream_cfg.sliding_window
         self._queue = FrameQueue(len(self.cameras), params.inputs.queue_size)
-        self._worker = Worker(self.cameras, self._queue, self._out, self.current_stream_config)
+        self._worker = Worker(self.cameras, self._queue, self._out, self.current_stream_config,
+                              ahead=params.inputs.queue_ahead)
         self._maps = MapThread(len(self.cameras), map_config(params),
                                max_keyframe_images=params.outputs.colmap_max_keyframes)
         self._maps.start()

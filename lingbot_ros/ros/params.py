@@ -191,6 +191,11 @@ SPECS: tuple[Spec, ...] = (
          read_only=True, low=1, high=100),
     Spec('queue_size', 1, 'Frames waiting per camera for the worker; when full the oldest '
          'is dropped (newest wins) and counted.', read_only=True, low=1, high=32),
+    Spec('queue_ahead', True, 'Queue the next frame on the GPU before the one before is '
+         'finished on the host, so the GPU does not wait between frames (interval keyframes; '
+         'flow-mode frames go one at a time). A kept frame found non-finite then also costs '
+         'the frame behind it and re-seeds the window. Off: one frame at a time.',
+         read_only=True),
     Spec('use_cv_bridge', True, 'Use cv_bridge for raw images where it is installed.',
          read_only=True),
     Spec('max_input_pixels', 4096 * 4096, 'Largest image (width x height) accepted. A '
@@ -328,6 +333,7 @@ class InputParams:
     qos_reliability: QosReliability
     qos_depth: int
     queue_size: int
+    queue_ahead: bool
     use_cv_bridge: bool
     max_input_pixels: int
     map_frame: str

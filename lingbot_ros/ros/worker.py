@@ -227,8 +227,9 @@ class Worker:
     """
 
     def __init__(self, cameras: list, queue: FrameQueue, sink: Sink,
-                 stream_config: Callable[[], Any]) -> None:
+                 stream_config: Callable[[], Any], ahead: bool = True) -> None:
         self.cameras = cameras
+        self.ahead = ahead  # submit frames ahead (else step: one frame at a time)
         self.queue = queue
         self.sink = sink
         self._stream_config = stream_config
@@ -470,8 +471,9 @@ class Worker:
 
     def _step(self, cam: CameraStream, frame: Frame) -> list:
         """Submit to the session; a camera that changed resolution for good gets a new one."""
+        feed = cam.session.submit if self.ahead else cam.session.step
         try:
-            results = cam.session.submit(frame.image, frame.stamp_ns)
+            results = feed(frame.image, frame.stamp_ns)
         except SizeChanged:
             hw = tuple(frame.image.shape[:2])
             if not cam.size_changed_for_good(hw):
@@ -480,7 +482,7 @@ class Worker:
                              f'the camera now sends {hw[1]}x{hw[0]} ({RESIZE_AFTER} frames in '
                              'a row): new session, the next poses start a new map', Level.WARN)
             self._reset(cam)
-            results = cam.session.submit(frame.image, frame.stamp_ns)
+            results = feed(frame.image, frame.stamp_ns)
         cam.size_accepted()
         return results
 

@@ -362,41 +362,48 @@ def _check_frame(rgb: Union[np.ndarray, torch.Tensor]) -> Union[np.ndarray, torc
 
 class _PinnedUpload:
     """
-    A reused page-locked buffer per frame shape, so a live frame goes up asynchronously.
+    Reused page-locked buffers per frame shape, so a live frame goes up asynchronously.
 
     From pageable memory ``.to('cuda')`` waits for a staged copy (a 640x480 frame: a few
     tenths of a millisecond of the worker's step, holding up the kernels behind it). The
-    frame is copied into the buffer on the host instead and uploaded without waiting; an
-    event recorded after the upload guards the buffer until the device has read it.
-    Bounded: at most ``MAX_SHAPES`` buffers, the oldest dropped first. Where page-locked
-    memory cannot be had (a container's locked-memory limit), frames go up the plain way.
+    frame is copied into a buffer on the host instead and uploaded without waiting; an
+    event recorded after the upload guards the buffer until the device has read it. Each
+    shape has ``RING`` buffers used in turn: with frames queued ahead an upload waits on
+    the device behind the frames before it, and reusing the last buffer would make the
+    next frame's resize wait for all of them on the host. Bounded: at most ``MAX_SHAPES``
+    shapes, the oldest dropped first. Where page-locked memory cannot be had (a
+    container's locked-memory limit), frames go up the plain way.
     """
 
     MAX_SHAPES = 4
+    RING = 4  # > frames that can be queued on the device at once (one per camera, +1)
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._buffers: dict = {}  # (shape, device) -> [pinned tensor, event or None]
+        self._rings: dict = {}  # (shape, device) -> (list of [pinned tensor, event], turn)
         self.unavailable: Optional[str] = None  # why pinning failed, once it has
 
     def __call__(self, frame: np.ndarray, device: torch.device) -> torch.Tensor:
         key = (tuple(frame.shape), str(device))
         with self._lock:
-            entry = self._buffers.pop(key, None)
-            if entry is None and self.unavailable is None:
-                while len(self._buffers) >= self.MAX_SHAPES:
-                    self._buffers.pop(next(iter(self._buffers)))
+            ring = self._rings.pop(key, None)
+            if ring is None and self.unavailable is None:
+                while len(self._rings) >= self.MAX_SHAPES:
+                    self._rings.pop(next(iter(self._rings)))
                 try:
-                    entry = [torch.empty(frame.shape, dtype=torch.uint8, pin_memory=True),
-                             None]
+                    ring = [[[torch.empty(frame.shape, dtype=torch.uint8, pin_memory=True),
+                              None] for _ in range(self.RING)], 0]
                 except RuntimeError as exc:
                     self.unavailable = str(exc).splitlines()[0] if str(exc) else repr(exc)
-            if entry is None:
+            if ring is None:
                 return _from_numpy(frame).to(device)
-            self._buffers[key] = entry  # the most recently used last
+            self._rings[key] = ring  # the most recently used last
+            entries, turn = ring
+            ring[1] = (turn + 1) % len(entries)
+            entry = entries[turn]
             buf, uploaded = entry
             if uploaded is not None:
-                uploaded.synchronize()  # the previous frame's upload has left the buffer
+                uploaded.synchronize()  # that buffer's last upload has left it
             np.copyto(buf.numpy(), frame)
             out = buf.to(device, non_blocking=True)
             entry[1] = torch.cuda.Event()
