@@ -108,3 +108,27 @@ def test_whole_numbers_for_floats_and_unknown_keys(tmp_path):
     assert 'stall_error_s' not in out, out  # no type error
     assert "unknown parameter 'sliding_windw' ignored (did you mean 'sliding_window'?)" in out
     assert rc == 1 and 'no such file' in out  # it got as far as loading the model
+
+
+def test_the_node_comes_up_without_importing_flashinfer_or_torch(tmp_path):
+    """Importing FlashInfer imports torch (5-6 s on a GPU machine) before the node is ready."""
+    import os
+    import sys
+    fake = tmp_path / 'site' / 'flashinfer'
+    fake.mkdir(parents=True)
+    (fake / '__init__.py').write_text('import torch  # as the real one does\n')
+    script = (
+        'import sys, rclpy\n'
+        'rclpy.init(args=["x", "--ros-args", "-p", "autostart:=false"])\n'
+        'from lingbot_ros.ros.node import LingbotNode\n'
+        'node = LingbotNode()\n'
+        'print("flashinfer missing:", "flashinfer" in node.info.missing)\n'
+        'print("imported:", sorted(m for m in ("torch", "flashinfer") if m in sys.modules))\n'
+        'node.destroy_node()\n'
+        'rclpy.shutdown()\n')
+    path = os.pathsep.join([str(tmp_path / 'site')] + sys.path)
+    proc = subprocess.run([sys.executable, '-c', script], env=dds_env(DOMAIN, PYTHONPATH=path),
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert 'flashinfer missing: False' in proc.stdout  # found where it is installed
+    assert 'imported: []' in proc.stdout, proc.stdout

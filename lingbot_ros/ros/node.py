@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import difflib
 import gc
+import importlib.util
 import sys
 import threading
 import time
@@ -77,6 +78,19 @@ FAILURE = TransitionCallbackReturn.FAILURE
 
 
 def _optional(module: str) -> bool:
+    """
+    Tell whether an optional module is there.
+
+    FlashInfer is only looked up, not imported: importing it imports torch (5-6 s on the
+    GPU machines), which would hold up the node's start and, with ``model_process``, keep
+    this process from starting the model's process while torch loads. Whether it works is
+    said when the model loads (the attention backend and its reason).
+    """
+    if module == 'flashinfer':
+        try:
+            return importlib.util.find_spec(module) is not None
+        except (ImportError, ValueError):
+            return False
     try:
         __import__(module)
     except Exception:  # noqa: BLE001 (any failure means "not usable here")
@@ -376,6 +390,8 @@ class LingbotNode(LifecycleNode):
         log.info(f'model: {engine.description} on {engine.device} ({self.info.dtype}, '
                  f'{engine.backend.value} attention); image conversion: '
                  f'{self._converter.backend}')
+        for note in self.info.fallbacks:  # also in /diagnostics; here once, where it is read
+            log.warn(f'fallback: {note}')
         if engine.checkpoint is not None:
             sha = engine.checkpoint.digest.peek() or 'being computed, logged when known'
             log.info(f'checkpoint: {engine.checkpoint.path} (sha256 {sha})')
