@@ -379,6 +379,7 @@ def test_flashinfer_float8_plans_keep_the_queries_in_half_precision():
     ragged.wrapper, ragged.splits = _FakeWrapper(), 1
     ragged._qo = torch.zeros(2, dtype=torch.int32)
     ragged._kv = torch.zeros(2, dtype=torch.int32)
+    ragged._copied = None
     ragged.plan(3, 8, HEADS, HEAD_DIM, torch.bfloat16, FP8)
     ragged.run(q, pages.view(-1, HEADS, HEAD_DIM), pages.view(-1, HEADS, HEAD_DIM))
     assert ragged.wrapper.plans[0]['kv_data_type'] == FP8
