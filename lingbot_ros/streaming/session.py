@@ -448,8 +448,9 @@ class Session:
         its own frame behind it on the device, then lands it (waits for its outputs and
         builds its result) while the device works. The device then never waits for the
         host between frames. Call :meth:`drain` when no frame follows soon: until then
-        the last frame's result is held back. Frames that cannot go ahead (flow-mode
-        decisions, a window to open, the scale phase) run as in :meth:`step`.
+        the last frame's result is held back. Flow-mode frames and the scale phase run
+        as in :meth:`step`; a frame that opens a window first lands the one in flight
+        (whose keys may seed the window), then goes ahead itself.
 
         Unlike :meth:`step`, a committed frame found non-finite when it lands has
         already been kept: it is rejected (:class:`FrameRejected`) together with the
