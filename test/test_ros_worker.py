@@ -548,13 +548,18 @@ def _wait_for(condition, timeout=5.0):
     return condition()
 
 
+def _started_with_three(worker, queue):
+    """Start the worker and queue two scale frames and one streamed frame."""
+    worker.start()
+    for stamp in (10, 20, 30):
+        queue.put(_frame(0, stamp))
+
+
 def test_a_frame_in_flight_lands_when_the_device_is_done_without_a_next_frame():
     cams, queue, sink, worker = _pipelined_rig()
     session = cams[0].session
-    worker.start()
+    _started_with_three(worker, queue)
     try:
-        for stamp in (10, 20, 30):
-            queue.put(_frame(0, stamp))
         assert _wait_for(lambda: len(sink.published) == 2)  # the scale frames
         assert _wait_for(lambda: session.in_flight and not queue_has(queue))
         time.sleep(0.05)
@@ -587,10 +592,8 @@ def test_a_frame_that_comes_first_is_queued_behind_the_one_in_flight():
 def test_stopping_and_resetting_land_the_frame_in_flight_first():
     cams, queue, sink, worker = _pipelined_rig()
     session = cams[0].session
-    worker.start()
+    _started_with_three(worker, queue)
     try:
-        for stamp in (10, 20, 30):
-            queue.put(_frame(0, stamp))
         assert _wait_for(lambda: session.in_flight)
         session.done.set()
         worker.request_reset().wait(5)
