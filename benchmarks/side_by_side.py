@@ -231,7 +231,8 @@ def parse_ours_json(data: dict, dtype: str = 'bfloat16') -> dict:
     r = data[dtype]
     keep = ('frames', 'ms_per_frame_overall', 'scale_call_ms', 'stream_ms_median',
             'steady_ms_median', 'steady_ms_p90', 'steady_fps', 'peak_memory_gib', 'gpu',
-            'backend', 'backend_reason', 'cuda_graphs', 'torch_compile', 'warmup_s', 'model')
+            'backend', 'backend_reason', 'cuda_graphs', 'torch_compile', 'warmup_s', 'model',
+            'pipelined')
     out = {k: r[k] for k in keep if k in r}
     if out.get('ms_per_frame_overall'):
         out['fps_overall'] = 1e3 / out['ms_per_frame_overall']
