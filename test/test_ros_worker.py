@@ -609,3 +609,21 @@ def test_stopping_and_resetting_land_the_frame_in_flight_first():
         threading.Timer(0.2, session.done.set).start()  # the device, done during the stop
         assert worker.stop(timeout=5)
     assert [s for _, s in sink.published][-3:] == [40, 50, 60]  # 60 landed at the stop
+
+
+def test_a_rejection_that_costs_two_frames_counts_both():
+    import pickle
+    cams, _, sink, worker = _rig()
+    session = cams[0].session
+    for stamp in (10, 20):
+        worker.process(_frame(0, stamp))
+
+    def rejected(image, stamp):
+        raise FrameRejected('non-finite pose for stamp 20; the frame queued behind it too',
+                            frames=2)
+    session.submit = rejected
+    worker.process(_frame(0, 30))
+    assert cams[0].counters.rejected_count(Rejection.NAN_OUTPUT) == 2
+    # as it comes back from the model's process
+    again = pickle.loads(pickle.dumps(FrameRejected('x', frames=2)))
+    assert again.frames == 2 and str(again) == 'x'

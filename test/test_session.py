@@ -575,8 +575,9 @@ def test_non_finite_rolled_back_frame_found_at_landing_costs_only_itself():
     ref = _feed(_session(FakeModel(), scale_frames=2, keyframe_interval=2), range(6))
     s = _session(FakeModel(nan_on={3}), scale_frames=2, keyframe_interval=2)
     out = _submit(s, [0, 1, 2, 3])  # 3 is not a keyframe: rolled back at its launch
-    with pytest.raises(FrameRejected, match='stamp 3000'):
+    with pytest.raises(FrameRejected, match='stamp 3000') as caught:
         s.submit(_frame(4), 4000)
+    assert caught.value.frames == 1
     assert s.in_flight  # frame 4 never saw frame 3 and goes on
     out += _submit(s, [5]) + s.drain()
     assert [r.stamp_ns for r in out] == [0, 1000, 2000, 4000, 5000]
@@ -589,9 +590,9 @@ def test_non_finite_kept_frame_found_at_landing_drops_the_next_and_reseeds():
     model = FakeModel(nan_on={3})
     s = _session(model, scale_frames=2)
     out = _submit(s, [0, 1, 2, 3])  # 3 is a keyframe, committed at its launch
-    with pytest.raises(FrameRejected, match='stamp 3000.*stamp 4000.*re-seeded'):
+    with pytest.raises(FrameRejected, match='stamp 3000.*stamp 4000.*re-seeded') as caught:
         s.submit(_frame(4), 4000)
-    assert not s.in_flight
+    assert caught.value.frames == 2 and not s.in_flight
     out += _submit(s, [5, 6]) + s.drain()
     assert [r.stamp_ns for r in out] == [0, 1000, 2000, 5000, 6000]
     assert s.window_index == 1 and all(np.isfinite(r.pose_enc).all() for r in out)

@@ -164,9 +164,9 @@ class CameraCounters:
             self.lost_before_node += count
             self.outcomes.extend([True] * min(count, self.outcomes.maxlen or count))
 
-    def on_rejected(self, reason: Rejection) -> None:
+    def on_rejected(self, reason: Rejection, frames: int = 1) -> None:
         with self.lock:
-            self.rejected[reason] += 1
+            self.rejected[reason] += frames
 
     def on_publish_failed(self, output: str) -> None:
         with self.lock:

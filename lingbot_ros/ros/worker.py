@@ -420,7 +420,7 @@ class Worker:
             self._reject(cam, Rejection.SIZE_CHANGE, str(exc), Level.WARN)
         except FrameRejected as exc:  # non-finite output
             self._forget_stamp(cam, stamp_ns)
-            self._non_finite(cam, str(exc))
+            self._non_finite(cam, str(exc), exc.frames)
         except EngineRestarted as exc:  # a new model process: every session starts over
             self._forget_stamp(cam, stamp_ns)
             self._reject(cam, Rejection.ERROR, str(exc), Level.WARN)
@@ -496,9 +496,9 @@ class Worker:
                              'odometry restart from it', Level.WARN)
         cam.map_epoch = epoch
 
-    def _non_finite(self, cam: CameraStream, text: str) -> bool:
-        """Count a non-finite output; reset the session after a run of them (True then)."""
-        self._reject(cam, Rejection.NAN_OUTPUT, text, Level.WARN)
+    def _non_finite(self, cam: CameraStream, text: str, frames: int = 1) -> bool:
+        """Count non-finite output(s); reset the session after a run of them (True then)."""
+        self._reject(cam, Rejection.NAN_OUTPUT, text, Level.WARN, frames)
         cam.nan_run += 1
         if cam.nan_run < NAN_RESET_AFTER:
             return False
@@ -511,8 +511,9 @@ class Worker:
         cam.received_at.pop(stamp_ns, None)
         cam.waited_ms.pop(stamp_ns, None)
 
-    def _reject(self, cam: CameraStream, reason: Rejection, text: str, level: Level) -> None:
-        cam.counters.on_rejected(reason)
+    def _reject(self, cam: CameraStream, reason: Rejection, text: str, level: Level,
+                frames: int = 1) -> None:
+        cam.counters.on_rejected(reason, frames)
         self.sink.report(cam, reason, text, level)
 
 

@@ -21,7 +21,20 @@ model's process) and needs no model code to name them.
 
 
 class FrameRejected(ValueError):
-    """A frame the model could not use (e.g. a non-finite output); the state is unchanged."""
+    """
+    A frame the model could not use (e.g. a non-finite output).
+
+    Stepped one at a time, the session's state is unchanged. ``frames`` says how many
+    frames the rejection costs: 2 when a kept frame queued ahead is found non-finite and
+    the frame queued behind it (which attended to it) goes too.
+    """
+
+    def __init__(self, text: str = '', frames: int = 1) -> None:
+        super().__init__(text, frames)  # both in args: it pickles whole (the model process)
+        self.frames = int(frames)
+
+    def __str__(self) -> str:
+        return str(self.args[0])
 
 
 class SizeChanged(ValueError):

@@ -714,7 +714,7 @@ class Session:
             self._reopen = True
             raise FrameRejected(f'{exc}; the frame queued behind it (stamp '
                                 f'{flight.stamp_ns}) is dropped with it and the window is '
-                                're-seeded') from exc
+                                're-seeded', frames=2) from exc
 
     def _land_flight(self) -> None:
         """Land the frame in flight, if any, into ``_outbox``."""
