@@ -610,3 +610,15 @@ def test_a_frame_landed_before_a_failure_is_handed_out_by_the_next_call():
     assert not s.in_flight
     out += s.submit(_frame(5), 5000) + s.drain()
     assert [r.stamp_ns for r in out] == [0, 1000, 2000, 3000, 5000]
+
+
+def test_a_non_finite_frame_landing_before_a_window_opens_counts_the_frame_it_held_up():
+    model = FakeModel(nan_on={3})
+    s = _session(model, scale_frames=2, max_frame_num=4)
+    out = _submit(s, [0, 1, 2, 3])  # 3 (kept) fills the window, still in flight
+    with pytest.raises(FrameRejected, match='stamp 3000.*came after it') as caught:
+        s.submit(_frame(4), 4000)  # 3 must land before the window opens: 4 goes with it
+    assert caught.value.frames == 2 and not s.in_flight
+    out += _submit(s, [5, 6]) + s.drain()
+    assert [r.stamp_ns for r in out] == [0, 1000, 2000, 5000, 6000]
+    assert s.window_index == 1 and all(np.isfinite(r.pose_enc).all() for r in out)

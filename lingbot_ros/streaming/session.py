@@ -506,7 +506,7 @@ class Session:
                               f'{self._model_hw}; reset the session to change size')
         self.last_call_stats = []
         if self._window is None:
-            self._land_flight()
+            self._land_flight(with_current=True)
             self._buffer.append((prep, stamp_ns))
             self._input_hw, self._model_hw = tuple(prep.input_hw), model_hw
             if len(self._buffer) >= scale:
@@ -614,7 +614,7 @@ class Session:
         """
         t0 = time.perf_counter()
         if self._window.time >= self.window_limit or self._reopen:
-            self._land_flight()  # the overlap that seeds the window must be complete
+            self._land_flight(with_current=True)  # it may seed the window: land it first
             self._open_window()
         window = self._window
         first = self._stream_frames == 0
@@ -622,7 +622,7 @@ class Session:
         decision = self._policy.before(since, first)
         ahead = ahead and decision is not None
         if not ahead:
-            self._land_flight()
+            self._land_flight(with_current=True)
         # Depth is also needed by flow decisions and, for the Sim(3) scale, by the
         # keyframes that will seed the next window (the last scale_frames of this one).
         overflowed = False
@@ -643,14 +643,14 @@ class Session:
                 if overflowed:
                     raise
                 overflowed = True
-                self._land_flight()
+                self._land_flight(with_current=True)
                 self._open_window()
                 window = self._window
                 continue
             except OutOfMemory as exc:  # rolled back by _launch
                 oom = self._shrinkable(exc)
             # Outside the handler, so the failed call's activations went with its traceback.
-            self._land_flight()
+            self._land_flight(with_current=True)
             self._shrink_for_memory(oom)
             self._open_window()
             window = self._window
@@ -716,16 +716,24 @@ class Session:
                                 f'{flight.stamp_ns}) is dropped with it and the window is '
                                 're-seeded', frames=2) from exc
 
-    def _land_flight(self) -> None:
-        """Land the frame in flight, if any, into ``_outbox``."""
+    def _land_flight(self, with_current: bool = False) -> None:
+        """
+        Land the frame in flight, if any, into ``_outbox``.
+
+        ``with_current``: called for a frame not yet run, which a rejection of the frame in
+        flight then drops too (and says so: ``FrameRejected.frames`` counts it).
+        """
         flight, self._flight = self._flight, None
         if flight is None:
             return
         try:
             self._outbox.append(self._landed(flight))
-        except FrameRejected:
+        except FrameRejected as exc:
             self._reopen = self._reopen or flight.kept  # kept: the window's keys are spoiled
-            raise
+            if not with_current:
+                raise
+            raise FrameRejected(f'{exc}; the frame that came after it is dropped with it',
+                                frames=exc.frames + 1) from exc
 
     def _landed(self, flight: _Flight) -> _Record:
         """Wait for a launched frame's outputs and build its record."""
