@@ -25,7 +25,7 @@ def _nothing() -> None:
 
 class LandsAtOnce:
     """
-    ``Session.submit``'s surface over ``step``: nothing is ever left in flight.
+    ``Session.submit``'s surface over the subclass's ``step``: nothing is left in flight.
 
     For sessions whose frames are done when ``step`` returns (the model's own process,
     which answers once a frame's results are on the host; test doubles), so the worker
@@ -33,9 +33,6 @@ class LandsAtOnce:
     """
 
     in_flight = False
-
-    def step(self, image_rgb: np.ndarray, stamp_ns: int) -> list:
-        raise NotImplementedError
 
     def submit(self, image_rgb: np.ndarray, stamp_ns: int) -> list:
         """Run the frame to the end (``step``); return what it completed."""

@@ -375,11 +375,15 @@ class Session:
         back; if it was the scale call, its buffered frames are dropped and the scale
         phase starts over.
         """
+        return self._feed_frame(image_rgb, stamp_ns, pipelined=False)
+
+    def _feed_frame(self, image_rgb: np.ndarray, stamp_ns: int, pipelined: bool) -> list:
+        """Check and resize a live frame, then feed it (step or submit)."""
         self._check_frame(image_rgb)
         t0 = time.perf_counter()
         prepared = self._ctx.prepare(image_rgb, self._cfg)
         return self._feed(prepared, int(stamp_ns), self._cfg.scale_frames,
-                          prepare_ms=(time.perf_counter() - t0) * 1e3)
+                          prepare_ms=(time.perf_counter() - t0) * 1e3, pipelined=pipelined)
 
     def _check_frame(self, image_rgb: np.ndarray) -> None:
         """Refuse what step/submit cannot take, before anything changes."""
@@ -457,11 +461,7 @@ class Session:
         frame queued behind it, and the next frame opens a new window seeded from the
         last keyframes.
         """
-        self._check_frame(image_rgb)
-        t0 = time.perf_counter()
-        prepared = self._ctx.prepare(image_rgb, self._cfg)
-        return self._feed(prepared, int(stamp_ns), self._cfg.scale_frames,
-                          prepare_ms=(time.perf_counter() - t0) * 1e3, pipelined=True)
+        return self._feed_frame(image_rgb, stamp_ns, pipelined=True)
 
     def drain(self) -> list:
         """Land the frame left in flight by :meth:`submit`, if any; return its result."""
