@@ -45,7 +45,8 @@ imports never meet ours):
 - ``ours-fp32``, ``ours-bf16`` (autocast as our Engine runs it; our default back end: FlashInfer
   on CUDA, SDPA elsewhere), ``ours-bf16-fp8cache`` (``kv_cache_dtype: float8_e4m3``; CUDA only),
   ``ours-bf16-heads`` (``ours-bf16`` with the camera and depth heads under autocast too,
-  ``head_dtype: compute``), ``ours-bf16-weights`` (``weights_dtype: compute``: the heads'
+  ``head_dtype: compute``), ``ours-bf16-heads16`` (the heads under float16 autocast,
+  ``head_dtype: float16``), ``ours-bf16-weights`` (``weights_dtype: compute``: the heads'
   linear and convolution weights in bf16, computing in float32, as the 8 GB profile),
   through our public streaming API (Engine, Session);
 - ``ref-fp32`` (its SDPA path, ``use_sdpa=True``) and ``ref-bf16`` (on CUDA its FlashInfer path
@@ -134,6 +135,7 @@ class RunKind(str, enum.Enum):
     OURS_BF16 = 'ours-bf16'
     OURS_BF16_FP8 = 'ours-bf16-fp8cache'
     OURS_BF16_HEADS = 'ours-bf16-heads'
+    OURS_BF16_HEADS16 = 'ours-bf16-heads16'
     OURS_BF16_WEIGHTS = 'ours-bf16-weights'
     REF_FP32 = 'ref-fp32'
     REF_BF16 = 'ref-bf16'
@@ -154,9 +156,10 @@ class RunKind(str, enum.Enum):
         return self is RunKind.OURS_BF16_FP8
 
     @property
-    def bf16_heads(self) -> bool:
-        """Return whether the heads compute in bfloat16 too (``head_dtype: compute``)."""
-        return self is RunKind.OURS_BF16_HEADS
+    def head_dtype(self) -> str:
+        """Return our ``head_dtype`` for the run: what the heads compute in."""
+        return {RunKind.OURS_BF16_HEADS: 'compute',
+                RunKind.OURS_BF16_HEADS16: 'float16'}.get(self, 'float32')
 
     @property
     def low_weights(self) -> bool:
@@ -571,7 +574,7 @@ def run_ours(run: RunKind, settings: Settings, weights: Path,
                        seed=settings.seed,
                        kv_cache_dtype=KvCacheDtype.FLOAT8_E4M3 if run.fp8_cache
                        else KvCacheDtype.AUTO,
-                       head_dtype=HeadDtype.COMPUTE if run.bf16_heads else HeadDtype.FLOAT32,
+                       head_dtype=HeadDtype(run.head_dtype),
                        weights_dtype=WeightsDtype.COMPUTE if run.low_weights
                        else WeightsDtype.AUTO)
     engine = Engine.load(cfg, progress=lambda msg: print(f'[{run.value}] {msg}', flush=True))
@@ -1037,7 +1040,7 @@ def _measure(runs: Sequence[RunKind], settings: Settings, reference: Optional[Pa
     pairs += [(r, r.own_fp32) for r in arrays
               if r.bf16 and r.own_fp32 in arrays and r.own_fp32 is not baseline]
     pairs += [(r, RunKind.REF_BF16) for r in (RunKind.OURS_BF16, RunKind.OURS_BF16_FP8,
-                                              RunKind.OURS_BF16_HEADS)
+                                              RunKind.OURS_BF16_HEADS, RunKind.OURS_BF16_HEADS16)
               if r in arrays and RunKind.REF_BF16 in arrays]
     comparisons = []
     for run, base in pairs:
@@ -1048,7 +1051,8 @@ def _measure(runs: Sequence[RunKind], settings: Settings, reference: Optional[Pa
         'both sides load the same file strictly.',
         'Float32 runs: TF32 off. bf16 runs: PyTorch defaults (cuDNN convolutions of the '
         'float32 heads may use TF32), as deployed; ours-bf16-heads: the heads under bf16 '
-        'autocast too (head_dtype compute).',
+        'autocast too (head_dtype compute); ours-bf16-heads16: under float16 autocast '
+        '(head_dtype float16).',
         f'Baseline: {baseline.value}' + ('' if baseline is RunKind.REF_FP32 else
                                          ' (ref-fp32 did not run)'),
     ]

@@ -76,6 +76,8 @@ import tempfile
 import time
 from typing import List, Optional
 
+from lingbot_ros.streaming.config import HeadDtype  # no torch behind it
+
 REPO = Path(__file__).resolve().parents[1]
 
 # The issue's settings: 378x504 images, 8 scale frames, window 64, bf16, 300 frames.
@@ -214,8 +216,14 @@ def reference_commit(path: Path, override: Optional[str] = None) -> str:
 
 
 def ours_command(python: str, setting: str, frames: int, out_json: Path,
-                 backend: str = 'auto', compile_blocks: bool = False) -> List[str]:
-    """Return ``lingbot-ros-bench``'s command line for a setting (run from this repo)."""
+                 backend: str = 'auto', compile_blocks: bool = False,
+                 head_dtype: str = HeadDtype.FLOAT32.value) -> List[str]:
+    """
+    Return ``lingbot-ros-bench``'s command line for a setting (run from this repo).
+
+    ``head_dtype`` other than float32 (the reference's heads) is passed on as
+    ``--head-dtype``; the default command stays as it was.
+    """
     s = SETTINGS[setting]
     return [python, '-m', 'lingbot_ros.tools.bench', '--preset', 'release', '--device', 'cuda',
             '--dtype', 'bfloat16', '--backend', backend, '--frames', str(frames),
@@ -223,7 +231,8 @@ def ours_command(python: str, setting: str, frames: int, out_json: Path,
             '--scale-frames', str(SCALE_FRAMES), '--sliding-window', str(SLIDING_WINDOW),
             '--keyframe-interval', str(s['keyframe_interval']),
             '--camera-iterations', str(s['camera_iterations']), '--out', str(out_json)] + \
-        (['--compile'] if compile_blocks else [])
+        (['--compile'] if compile_blocks else []) + \
+        (['--head-dtype', head_dtype] if head_dtype != HeadDtype.FLOAT32.value else [])
 
 
 def parse_ours_json(data: dict, dtype: str = 'bfloat16') -> dict:
@@ -232,7 +241,7 @@ def parse_ours_json(data: dict, dtype: str = 'bfloat16') -> dict:
     keep = ('frames', 'ms_per_frame_overall', 'scale_call_ms', 'stream_ms_median',
             'steady_ms_median', 'steady_ms_p90', 'steady_fps', 'peak_memory_gib', 'gpu',
             'backend', 'backend_reason', 'cuda_graphs', 'torch_compile', 'warmup_s', 'model',
-            'pipelined')
+            'pipelined', 'head_dtype', 'heads_compute_in')
     out = {k: r[k] for k in keep if k in r}
     if out.get('ms_per_frame_overall'):
         out['fps_overall'] = 1e3 / out['ms_per_frame_overall']
@@ -419,9 +428,9 @@ def run_ours(args, setting: str, log: Path, timeout: float) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         out_json = Path(tmp) / 'ours.json'
         cmd = ours_command(args.python, setting, args.frames, out_json, args.ours_backend,
-                           args.ours_compile)
+                           args.ours_compile, args.ours_head_dtype)
         shown = ours_command('python', setting, args.frames, Path('OUT.json'), args.ours_backend,
-                             args.ours_compile)
+                             args.ours_compile, args.ours_head_dtype)
         rec: dict = {'ok': False, 'command': shlex.join(shown), 'cwd': str(REPO),
                      'timeout_s': round(timeout)}
         if timeout < 30:
@@ -505,7 +514,8 @@ def render_text(r: dict) -> str:
         f"FlashInfer {v['flashinfer']}",
         f"reference {str(v['reference'])[:12]} ({r['settings']['reference_backend']}), "
         f"ours {str(v['ours'])[:12]}" + (' (uncommitted changes)' if v['ours_dirty'] else '')
-        + (f", torch_compile {ours['torch_compile']}" if ours.get('torch_compile') else ''),
+        + (f", torch_compile {ours['torch_compile']}" if ours.get('torch_compile') else '')
+        + (f", heads in {ours['heads_compute_in']}" if ours.get('heads_compute_in') else ''),
         '',
         f"{'':24s}{'ms/frame overall':>18s}{'FPS':>8s}{'mid/steady ms':>15s}",
         f"{'reference':24s}{_fmt(ref.get('ms_per_frame_overall'), '.2f'):>18s}"
@@ -560,6 +570,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument('--ours-backend', choices=['auto', 'sdpa', 'flashinfer'], default='auto')
     p.add_argument('--ours-compile', action='store_true',
                    help="ours with torch_compile on (the reference's profiler compiles too)")
+    p.add_argument('--ours-head-dtype', choices=[h.value for h in HeadDtype],
+                   default=HeadDtype.FLOAT32.value,
+                   help="ours' head_dtype: what the camera and depth heads compute in "
+                   "(float32: as the reference's)")
     p.add_argument('--python', default=sys.executable, help='interpreter for both sides')
     p.add_argument('--budget-s', type=float, default=540,
                    help='wall-clock budget of the whole command')

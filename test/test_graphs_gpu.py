@@ -50,8 +50,9 @@ def _stream(model, frames, step=None, window=3, scale=2):
     return outs
 
 
-@pytest.mark.parametrize('dtype,heads', [(None, False), (torch.bfloat16, False),
-                                         (torch.bfloat16, True)])
+@pytest.mark.parametrize('dtype,heads', [(None, None), (torch.bfloat16, None),
+                                         (torch.bfloat16, torch.bfloat16),
+                                         (torch.bfloat16, torch.float16)])
 def test_graph_replay_equals_eager(dtype, heads):
     cfg = ModelConfig.preset('tiny')
     model = load_model(cfg, None, device='cuda', seed=3, autocast_dtype=dtype,

@@ -123,6 +123,9 @@ def test_ours_command_is_accepted_by_our_bench_parser():
         assert not args.compile
         compiled = sbs.ours_command('py', setting, 300, Path('x.json'), compile_blocks=True)
         assert bench._parser().parse_args(compiled[3:]).compile
+        for heads in ('compute', 'float16'):
+            low = sbs.ours_command('py', setting, 300, Path('x.json'), head_dtype=heads)
+            assert bench._parser().parse_args(low[3:]).head_dtype == heads
 
 
 def fake_reference(root: Path, body: str = '') -> Path:

@@ -325,7 +325,7 @@ def matmul_parameters(model: nn.Module) -> frozenset:
 
 def storage_dtype(name: str, dtype: torch.dtype, autocast_dtype: Optional[torch.dtype] = None,
                   head_dtype: Optional[torch.dtype] = None, matmul: bool = True,
-                  head_autocast: bool = False) -> torch.dtype:
+                  head_autocast: Optional[torch.dtype] = None) -> torch.dtype:
     """
     Return the dtype a floating-point weight ``name`` is kept in on the device.
 
@@ -341,13 +341,16 @@ def storage_dtype(name: str, dtype: torch.dtype, autocast_dtype: Optional[torch.
     to ``dtype``) and the rest, their last layers included, in float32 (``head_dtype``
     applies to matmul weights only): the depth head's last convolution gives log-depth,
     and its weights rounded to bf16 alone moved the median depth by about 0.3 % on the CPU
-    smoke run. Heads that compute under autocast too (``head_autocast``, with an
-    ``autocast_dtype``) keep them as the aggregator does, whatever ``head_dtype`` says.
+    smoke run. Heads that compute under autocast too (``head_autocast``, their dtype, with
+    an ``autocast_dtype``) keep their linear and convolution weights in that dtype and
+    the rest in float32, whatever ``head_dtype`` says.
     """
-    if name.startswith(AGGREGATOR_PREFIX) or (head_autocast and autocast_dtype is not None):
+    if name.startswith(AGGREGATOR_PREFIX):
         if autocast_dtype is None:
             return dtype
         return autocast_dtype if matmul else torch.float32
+    if head_autocast is not None and autocast_dtype is not None:
+        return head_autocast if matmul else torch.float32
     if head_dtype is not None and not matmul:
         return torch.float32
     return head_dtype or dtype
@@ -391,16 +394,17 @@ def compute_in_float32(module: nn.Module) -> nn.Module:
 
 def _finish(model: LingBotMap, device: torch.device,
             autocast_dtype: Optional[torch.dtype],
-            head_dtype: Optional[torch.dtype] = None, head_autocast: bool = False) -> LingBotMap:
+            head_dtype: Optional[torch.dtype] = None,
+            head_autocast: Optional[torch.dtype] = None) -> LingBotMap:
     model.aggregator.init_buffers(device)
     leftover = [n for n, t in list(model.named_parameters()) + list(model.named_buffers())
                 if t.is_meta]
     if leftover:
         raise CheckpointError(f'tensors left unmaterialised: {_keys_text(leftover)}')
-    heads = head_autocast and autocast_dtype is not None
+    heads = head_autocast if autocast_dtype is not None else None
     # the weights are in their dtypes already; this sets the modes (and channels-last)
     model.set_autocast_dtype(autocast_dtype, heads=heads)
-    if not heads and head_dtype not in (None, torch.float32):
+    if heads is None and head_dtype not in (None, torch.float32):
         compute_in_float32(model.camera_head)
         compute_in_float32(model.depth_head)
     return model.eval().requires_grad_(False)
@@ -410,7 +414,7 @@ def load_model(cfg: ModelConfig, checkpoint: Optional[PathLike] = None,
                device: Union[str, torch.device] = 'cpu', dtype: torch.dtype = torch.float32,
                seed: int = 0, autocast_dtype: Optional[torch.dtype] = None,
                head_dtype: Optional[torch.dtype] = None,
-               head_autocast: bool = False) -> LingBotMap:
+               head_autocast: Optional[torch.dtype] = None) -> LingBotMap:
     """
     Build the model for inference: from ``checkpoint`` strictly, or seeded random weights.
 
@@ -419,9 +423,10 @@ def load_model(cfg: ModelConfig, checkpoint: Optional[PathLike] = None,
     dtype (its other parameters in float32) and runs it under autocast, as the reference's
     GPU demo runs it. ``head_dtype`` (None: ``dtype``) stores the camera
     and depth heads' weights in that dtype; they still compute in float32
-    (:func:`compute_in_float32`). ``head_autocast`` (with an ``autocast_dtype``) runs the
-    heads under autocast in that dtype too, their weights kept as the aggregator's
-    (``head_dtype`` is then ignored); without an ``autocast_dtype`` it changes nothing.
+    (:func:`compute_in_float32`). ``head_autocast`` (a dtype, with an ``autocast_dtype``)
+    runs the heads under autocast in that dtype, their linear and convolution weights
+    kept in it (``head_dtype`` is then ignored); without an ``autocast_dtype`` it changes
+    nothing.
 
     Each weight reaches the device once, already in its storage dtype: a checkpoint's
     tensors are cast on the host and then moved; random weights are drawn one tensor

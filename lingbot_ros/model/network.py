@@ -79,25 +79,27 @@ class LingBotMap(nn.Module):
         return SPECIAL_TOKENS + (height // p) * (width // p)
 
     def set_autocast_dtype(self, dtype: Optional[torch.dtype],
-                           heads: bool = False) -> 'LingBotMap':
+                           heads: Optional[torch.dtype] = None) -> 'LingBotMap':
         """
         Run the aggregator under autocast in ``dtype`` (None: fp32), as the reference GPU demo.
 
         The aggregator's linear and convolution weights are cast to ``dtype``; its other
         parameters stay float32 (``checkpoint.storage_dtype`` says why). The heads stay
-        fp32 and run with autocast off unless ``heads``: then they run under autocast in
-        ``dtype`` too, their linear and convolution weights cast to it and the depth
-        head's convolution weights made channels-last (their other parameters float32).
+        fp32 and run with autocast off unless ``heads`` names a dtype (and ``dtype`` is
+        not None): then they run under autocast in it, their linear and convolution
+        weights cast to it and the depth head's convolution weights made channels-last
+        (their other parameters float32).
         Casting down is lossy: going back to None (or to float32 heads) afterwards keeps
         the rounded weights.
         """
-        if dtype not in AUTOCAST_DTYPES:
-            raise ValueError(f'autocast_dtype={dtype!r} is invalid: expected one of '
-                             f'{AUTOCAST_DTYPES}')
+        for name, value in (('autocast_dtype', dtype), ('heads', heads)):
+            if value not in AUTOCAST_DTYPES:
+                raise ValueError(f'{name}={value!r} is invalid: expected one of '
+                                 f'{AUTOCAST_DTYPES}')
         _cast_matmul_weights(self.aggregator, dtype)
         self.aggregator.init_buffers()
         self.autocast_dtype = dtype
-        low_heads = dtype if heads else None
+        low_heads = heads if dtype is not None else None
         if low_heads is not None or self.head_autocast_dtype is not None:
             for head in (self.camera_head, self.depth_head):
                 _cast_matmul_weights(head, low_heads)

@@ -131,12 +131,14 @@ SPECS: tuple[Spec, ...] = (
          read_only=True, choices=tuple(k.value for k in KvCacheDtype)),
     Spec('head_dtype', 'float32', "What the camera and depth heads compute in. 'float32': "
          "autocast off in the heads, as the reference; 'compute': under autocast in dtype "
-         'too (channels-last convolutions; their last layers, exp and LayerNorms stay '
-         'float32; weights as the aggregator keeps them, whatever weights_dtype says). No '
-         'effect when dtype is float32. Drift against float32 on real images (CPU smoke run, '
-         'benchmarks/README.md): depth median 0.50 % instead of 0.17 % (the '
-         "reference's bf16: 0.78 %), rotation unchanged; the speed on the H200 is still "
-         'to be measured.', read_only=True, choices=tuple(h.value for h in HeadDtype)),
+         "too; 'float16': under autocast in float16 (both: channels-last convolutions; "
+         'their last layers, exp and LayerNorms stay float32; linear and convolution '
+         "weights in the heads' dtype, whatever weights_dtype says). No effect when dtype "
+         'is float32. On an H100 (benchmarks/README.md) low heads save 1.5-2.2 ms a frame; '
+         'drift against float32 on real images, 140 frames: bfloat16 heads 0.78 % depth '
+         "median instead of 0.23 % (the reference's bf16: 0.75 %); float16 heads as float32 "
+         'heads on the CPU smoke run (0.18 % against 0.17 %).', read_only=True,
+         choices=tuple(h.value for h in HeadDtype)),
     Spec('depth_chunk_frames', 0, 'Frames the depth head decodes at once in a multi-frame '
          "call (0: the model's own, 8); 1 bounds the scale call's memory (about 1.1 GiB less "
          'at 294x518).', read_only=True, low=0, high=64),

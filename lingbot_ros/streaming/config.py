@@ -66,14 +66,21 @@ class HeadDtype(str, Enum):
     """
     What the camera and depth heads compute in (``dtype`` is what the aggregator runs in).
 
-    Under ``COMPUTE`` their linear and convolution weights are kept in ``dtype`` and their
-    other parameters in float32, whatever ``weights_dtype`` says (``weights_dtype`` only
-    decides how heads that compute in float32 keep their weights). A float32 engine has
-    no autocast: there both choices run the same float32 heads.
+    Under autocast (``COMPUTE``, ``FLOAT16``) their linear and convolution weights are
+    kept in the heads' dtype and their other parameters in float32, whatever
+    ``weights_dtype`` says (``weights_dtype`` only decides how heads that compute in
+    float32 keep their weights). A float32 engine has no autocast: there every choice
+    runs the same float32 heads.
+
+    ``FLOAT16`` is there for accuracy at the speed of ``COMPUTE`` on a bfloat16 engine:
+    float16 keeps 10 mantissa bits to bfloat16's 7, and the heads' activations (after
+    LayerNorms, convolutions of them, ReLUs) stay far inside its range (65504). A frame
+    whose outputs do overflow is not finite and is rejected, counted, as any other.
     """
 
     FLOAT32 = 'float32'  # autocast off in the heads, as the reference
-    COMPUTE = 'compute'  # under autocast in dtype: channels-last bf16 convolutions, bf16 GEMMs
+    COMPUTE = 'compute'  # under autocast in dtype: channels-last convolutions, low GEMMs
+    FLOAT16 = 'float16'  # under autocast in float16 whatever dtype is (not on float32)
 
 
 class KvCacheDtype(str, Enum):
@@ -256,7 +263,8 @@ class EngineConfig:
     CUDA-graph capture) instead of staying stranded in half-used blocks.
 
     ``head_dtype='compute'`` runs the camera head and the depth head under autocast in
-    ``dtype`` too (off by default: float32 heads, as the reference). The depth head's
+    ``dtype`` too, ``'float16'`` under autocast in float16 (off by default: float32 heads,
+    as the reference). The depth head's
     convolutions then run channels-last; what turns a head's sums into outputs stays
     float32 (the last pose layer and the ``T, q, fov`` it accumulates, the last depth
     convolution and its ``exp`` / ``1 + exp``, every LayerNorm's statistics), and the

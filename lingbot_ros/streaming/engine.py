@@ -86,14 +86,17 @@ def head_storage_dtype(cfg: EngineConfig) -> torch.dtype:
     return _DTYPES[cfg.dtype] if cfg.weights_dtype == WeightsDtype.COMPUTE else torch.float32
 
 
-def heads_autocast(cfg: EngineConfig) -> bool:
-    """Tell whether the heads compute under autocast: ``head_dtype='compute'`` below float32."""
-    return cfg.head_dtype == HeadDtype.COMPUTE and _DTYPES[cfg.dtype] != torch.float32
+def heads_autocast(cfg: EngineConfig) -> Optional[torch.dtype]:
+    """Return the dtype the heads compute in under autocast; None: float32, autocast off."""
+    compute = _DTYPES[cfg.dtype]
+    if compute == torch.float32 or cfg.head_dtype is HeadDtype.FLOAT32:
+        return None
+    return torch.float16 if cfg.head_dtype is HeadDtype.FLOAT16 else compute
 
 
 def camera_kv_dtype(cfg: EngineConfig) -> torch.dtype:
     """Return the camera head cache's storage dtype: what the head's attention runs in."""
-    return _DTYPES[cfg.dtype] if heads_autocast(cfg) else torch.float32
+    return heads_autocast(cfg) or torch.float32
 
 
 class EngineError(RuntimeError):
@@ -231,7 +234,7 @@ class Engine:
         ``dtype`` other than float32 keeps the aggregator's weights in that dtype and runs
         it under autocast (heads in float32), as the reference; ``weights_dtype='compute'``
         keeps the heads' weights in that dtype too (still computing in float32);
-        ``head_dtype='compute'`` runs the heads under autocast as well. Each
+        ``head_dtype`` 'compute' or 'float16' runs the heads under autocast as well. Each
         weight reaches the device once, in its final dtype. An ``hf://`` checkpoint is
         resolved through the Hugging Face cache first; the file read and its sha256
         (computed on a thread of its own, ``engine.checkpoint.digest``) end up in

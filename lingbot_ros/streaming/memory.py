@@ -155,12 +155,13 @@ def _device_type(cfg: EngineConfig) -> str:
 
 
 def weight_bytes(mc: ModelConfig, dtype: torch.dtype, autocast_dtype: Optional[torch.dtype],
-                 head_dtype: Optional[torch.dtype], head_autocast: bool = False) -> int:
+                 head_dtype: Optional[torch.dtype],
+                 head_autocast: Optional[torch.dtype] = None) -> int:
     """
     Bytes of the model's weights as ``load_model`` keeps them (exact).
 
     sum over parameters of numel x size(storage dtype) (aggregator: ``autocast_dtype``,
-    heads: ``head_dtype``, or as the aggregator with ``head_autocast``; each falling back
+    heads: ``head_dtype``, or ``head_autocast`` when they compute in it; each falling back
     to ``dtype``) + the fp32 buffers.
     """
     model = _build_meta(mc)
@@ -210,7 +211,7 @@ def _depth_frame_bytes(mc: ModelConfig, model_hw: Tuple[int, int]) -> int:
     """
     Peak bytes of the DPT decoder for one frame (fp32), the largest of its three stages.
 
-    With ``head_dtype='compute'`` most of these maps are in the 2-byte compute dtype;
+    With the heads under autocast (``head_dtype``) most of these maps are in a 2-byte dtype;
     the float32 count is kept for them as an upper bound until a GPU run measures it.
 
     With F features, A1 = (4 gh)(4 gw) (the finest token map), A0 = 4 A1 (refinenet1's
@@ -360,7 +361,7 @@ def estimate(engine_cfg: EngineConfig, stream_cfg: StreamConfig, input_hw: Tuple
         workspace += WORKSPACE_BYTES + cameras * WRAPPER_INT_WORKSPACE_BYTES
 
     upcast = 4 * _largest_head_weight(mc) \
-        if head_dtype != torch.float32 and not low_heads else 0
+        if head_dtype != torch.float32 and low_heads is None else 0
     kv_upcast = fp8_upcast_bytes(mc, stream_cfg, model_hw, compute) \
         if is_fp8(kv_dtype) and backend is not AttentionBackend.FLASHINFER else 0
     chunk = engine_cfg.depth_chunk_frames

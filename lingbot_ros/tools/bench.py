@@ -184,7 +184,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument('--head-dtype', default=HeadDtype.FLOAT32.value,
                    choices=[h.value for h in HeadDtype],
                    help="what the camera and depth heads compute in: 'float32' (as the "
-                   "reference) or 'compute' (under autocast in --dtype; no effect in float32)")
+                   "reference), 'compute' (under autocast in --dtype) or 'float16' (under "
+                   'autocast in float16); no effect when --dtype is float32')
     p.add_argument('--sequential', action='store_true',
                    help='finish each frame on the host before queuing the next (no pipelining)')
     p.add_argument('--profile', action='store_true',
