@@ -148,6 +148,7 @@ def block_rows(record: CameraRecord, warmup: int, block: int, node_diag: list) -
             'pose_ms_p50': _pct(pose_ms, 50), 'pose_ms_p99': _pct(pose_ms, 99),
             'last_msg_ms_p50': _pct(last_ms, 50), 'last_msg_ms_p99': _pct(last_ms, 99),
             'counter_arrival_ms_p50': _pct(here_ms, 50),
+            'counter_arrival_ms_p99': _pct(here_ms, 99),
             'step_ms_p50': _num(d.get('step_ms_p50')), 'step_ms_p99': _num(d.get('step_ms_p99')),
             'model_ms_p50': _num(d.get('model_ms_p50')),
             'queue_wait_ms_p50': _num(d.get('queue_wait_ms_p50')),
@@ -156,6 +157,7 @@ def block_rows(record: CameraRecord, warmup: int, block: int, node_diag: list) -
             'node_latency_ms_p50': _num(d.get('latency_ms_p50')),
             'node_latency_ms_p99': _num(d.get('latency_ms_p99')),
             'stage_ms_p50': {st.value: _num(d.get(f'{st.value}_ms_p50')) for st in Stage},
+            'stage_ms_p99': {st.value: _num(d.get(f'{st.value}_ms_p99')) for st in Stage},
             'publish_ms_p50_by_output': d.get('publish_ms_p50_by_output', ''),
             'publish_ms_p99_by_output': d.get('publish_ms_p99_by_output', ''),
             'kv_used_mb': _num(d.get('kv_used_mb')),
@@ -466,6 +468,11 @@ def text_report(report: dict) -> str:
                 out.append('         stages p50 ms: ' + ', '.join(
                     f'{k} {_fmt(v)}' for k, v in stages.items()) +
                     f"; the counter's own arrival {_fmt(b.get('counter_arrival_ms_p50'))}")
+            tails = b.get('stage_ms_p99') or {}
+            if any(v is not None for v in tails.values()):  # which stage makes the tail
+                out.append('         stages p99 ms: ' + ', '.join(
+                    f'{k} {_fmt(v)}' for k, v in tails.items()) +
+                    f"; the counter's own arrival {_fmt(b.get('counter_arrival_ms_p99'))}")
             if b.get('publish_ms_p50_by_output'):
                 out.append(f"         publish p50 ms: {b['publish_ms_p50_by_output']}; "
                            f"p99: {b['publish_ms_p99_by_output']}")

@@ -52,3 +52,21 @@ def test_without_two_poses_after_the_warm_up_there_is_no_rate():
     rec = _record(40, 15.0, kept_every=1)
     assert live.processed_hz(rec, warmup=39) is None
     assert live.processed_hz(live.CameraRecord('c', '/c'), warmup=0) is None
+
+
+def test_each_block_reports_the_stages_tails_beside_their_medians():
+    rec = _record(40, 15.0, kept_every=1)
+    for s in rec.stamps:
+        rec.image_at[s] = s + 2 * NS // 1000
+    diag = {f'{st.value}_ms_p50': '1.0' for st in live.Stage}
+    diag.update({f'{st.value}_ms_p99': '3.0 ms' for st in live.Stage}, model_ms_p99='17.5')
+    rec.diag.append((0.0, diag))
+    rows = live.block_rows(rec, warmup=0, block=40, node_diag=[])
+    assert rows[0]['stage_ms_p99']['model'] == 17.5
+    assert rows[0]['stage_ms_p99']['arrival'] == 3.0
+    assert rows[0]['counter_arrival_ms_p99'] == pytest.approx(2.0)
+    report = {'date': 'd', 'cameras': 1, 'rate_hz': 15.0, 'frames_per_camera': 40,
+              'size': None, 'seconds_to_active': 1.0, 'node': {}, 'viewer': {},
+              'cameras_report': {'camera': {'totals': live._totals(rec, 0), 'blocks': rows}}}
+    text = live.text_report(report)
+    assert 'stages p99 ms: arrival 3.0' in text and 'model 17.5' in text
