@@ -376,6 +376,12 @@ def probe_versions(python: str, env: dict) -> dict:
     return info
 
 
+def _no_time(timeout: float) -> str:
+    """Say why a run was skipped: what --budget-s left it once the runs after it were kept."""
+    return (f'not run: {max(timeout, 0):.0f} s of --budget-s left for it once the runs after '
+            f'it kept their timeouts (30 s at least needed)')
+
+
 def run_reference(args, setting: str, ref: Path, log: Path, timeout: float) -> dict:
     """Run the reference profiler for a setting; return its figures or its failure."""
     cmd = reference_command(args.python, setting, args.frames, args.reference_backend,
@@ -383,7 +389,7 @@ def run_reference(args, setting: str, ref: Path, log: Path, timeout: float) -> d
     rec: dict = {'ok': False, 'command': shlex.join(cmd), 'cwd': str(ref),
                  'timeout_s': round(timeout)}
     if timeout < 30:
-        rec['error'] = 'not run: the time budget was spent'
+        rec['error'] = _no_time(timeout)
         return rec
     started = time.time()
     res = run_logged(cmd, ref, child_env(), log, f'reference {setting}', timeout)
@@ -434,7 +440,7 @@ def run_ours(args, setting: str, log: Path, timeout: float) -> dict:
         rec: dict = {'ok': False, 'command': shlex.join(shown), 'cwd': str(REPO),
                      'timeout_s': round(timeout)}
         if timeout < 30:
-            rec['error'] = 'not run: the time budget was spent'
+            rec['error'] = _no_time(timeout)
             return rec
         res = run_logged(cmd, REPO, child_env(REPO), log, f'ours {setting}', timeout)
         rec.update(returncode=res['returncode'], timed_out=res['timed_out'],
@@ -603,7 +609,8 @@ def main(argv: Optional[List[str]] = None) -> int:
             ref_cmd = reference_command('python', s, args.frames, args.reference_backend,
                                         args.fa3)
             print(f'{s} reference: cd {shlex.quote(str(ref))} && {shlex.join(ref_cmd)}')
-            our_cmd = ours_command('python', s, args.frames, Path('OUT.json'), args.ours_backend)
+            our_cmd = ours_command('python', s, args.frames, Path('OUT.json'), args.ours_backend,
+                                   args.ours_compile, args.ours_head_dtype)
             print(f'{s} ours:      cd {shlex.quote(str(REPO))} && {shlex.join(our_cmd)}')
         return 0
     args.out.mkdir(parents=True, exist_ok=True)

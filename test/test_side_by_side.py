@@ -21,6 +21,7 @@ the whole run is driven end to end with a stand-in profiler and a stand-in bench
 and once with the profiler failing on a missing module (recorded, ours still runs).
 """
 
+import argparse
 import importlib.util
 import json
 from pathlib import Path
@@ -202,6 +203,10 @@ def test_time_kept_for_ours():
     assert sbs.plan_timeouts(570, 'reference', 2, 300, 150) == 270
     assert sbs.plan_timeouts(100, 'reference', 1, 300, 150) == -50
     assert sbs.plan_timeouts(100, 'ours', 0, 300, 150) == 100
+    # a skipped run says what was left for it and why
+    ref = sbs.run_reference(argparse.Namespace(python='py', frames=300, reference_backend='sdpa',
+                                               fa3=False), 'default', Path('.'), Path('x'), 15.0)
+    assert not ref['ok'] and ref['error'].startswith('not run: 15 s of --budget-s left')
 
 
 def test_a_hanging_program_is_killed_and_its_output_kept(tmp_path):
@@ -283,3 +288,6 @@ def test_dry_run_prints_both_commands(tmp_path, capsys):
     text = capsys.readouterr().out
     assert 'gct_profile.py --backend flashinfer' in text and 'lingbot_ros.tools.bench' in text
     assert not (tmp_path / 'o').exists()
+    assert sbs.main(['--reference', str(ref), '--out', str(tmp_path / 'o'), '--dry-run',
+                     '--ours-compile', '--ours-head-dtype', 'float16']) == 0
+    assert '--compile --head-dtype float16' in capsys.readouterr().out
