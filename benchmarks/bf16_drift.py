@@ -81,7 +81,7 @@ import sys
 import tempfile
 import threading
 import time
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple, TYPE_CHECKING
 
 import numpy as np
 
@@ -90,6 +90,9 @@ from torch import nn
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import side_by_side  # noqa: E402,I100 (the commits, found as the side-by-side run finds them)
+
+if TYPE_CHECKING:
+    from lingbot_ros.streaming.config import HeadDtype
 
 Path = pathlib.Path
 REPO = Path(__file__).resolve().parents[1]
@@ -156,10 +159,11 @@ class RunKind(str, enum.Enum):
         return self is RunKind.OURS_BF16_FP8
 
     @property
-    def head_dtype(self) -> str:
+    def head_dtype(self) -> 'HeadDtype':
         """Return our ``head_dtype`` for the run: what the heads compute in."""
-        return {RunKind.OURS_BF16_HEADS: 'compute',
-                RunKind.OURS_BF16_HEADS16: 'float16'}.get(self, 'float32')
+        from lingbot_ros.streaming.config import HeadDtype  # ours only in our children
+        return {RunKind.OURS_BF16_HEADS: HeadDtype.COMPUTE,
+                RunKind.OURS_BF16_HEADS16: HeadDtype.FLOAT16}.get(self, HeadDtype.FLOAT32)
 
     @property
     def low_weights(self) -> bool:
@@ -562,7 +566,7 @@ def trace_table(rows: Sequence[dict], baseline: str) -> List[str]:
 def run_ours(run: RunKind, settings: Settings, weights: Path,
              images: torch.Tensor) -> Tuple[Dict[str, np.ndarray], dict]:
     """Stream ``images`` through our Engine/Session; return (arrays, facts of the run)."""
-    from lingbot_ros.streaming.config import (EngineConfig, HeadDtype, KvCacheDtype,
+    from lingbot_ros.streaming.config import (EngineConfig, KvCacheDtype,
                                               StreamConfig, WeightsDtype)
     from lingbot_ros.streaming.engine import Engine
     from lingbot_ros.streaming.result import FrameType
@@ -574,7 +578,7 @@ def run_ours(run: RunKind, settings: Settings, weights: Path,
                        seed=settings.seed,
                        kv_cache_dtype=KvCacheDtype.FLOAT8_E4M3 if run.fp8_cache
                        else KvCacheDtype.AUTO,
-                       head_dtype=HeadDtype(run.head_dtype),
+                       head_dtype=run.head_dtype,
                        weights_dtype=WeightsDtype.COMPUTE if run.low_weights
                        else WeightsDtype.AUTO)
     engine = Engine.load(cfg, progress=lambda msg: print(f'[{run.value}] {msg}', flush=True))

@@ -76,8 +76,6 @@ import tempfile
 import time
 from typing import List, Optional
 
-from lingbot_ros.streaming.config import HeadDtype  # no torch behind it
-
 REPO = Path(__file__).resolve().parents[1]
 
 # The issue's settings: 378x504 images, 8 scale frames, window 64, bf16, 300 frames.
@@ -217,12 +215,12 @@ def reference_commit(path: Path, override: Optional[str] = None) -> str:
 
 def ours_command(python: str, setting: str, frames: int, out_json: Path,
                  backend: str = 'auto', compile_blocks: bool = False,
-                 head_dtype: str = HeadDtype.FLOAT32.value) -> List[str]:
+                 head_dtype: Optional[str] = None) -> List[str]:
     """
     Return ``lingbot-ros-bench``'s command line for a setting (run from this repo).
 
-    ``head_dtype`` other than float32 (the reference's heads) is passed on as
-    ``--head-dtype``; the default command stays as it was.
+    ``head_dtype`` (None: the bench's default, float32 heads as the reference's) is passed
+    on as ``--head-dtype``.
     """
     s = SETTINGS[setting]
     return [python, '-m', 'lingbot_ros.tools.bench', '--preset', 'release', '--device', 'cuda',
@@ -232,7 +230,7 @@ def ours_command(python: str, setting: str, frames: int, out_json: Path,
             '--keyframe-interval', str(s['keyframe_interval']),
             '--camera-iterations', str(s['camera_iterations']), '--out', str(out_json)] + \
         (['--compile'] if compile_blocks else []) + \
-        (['--head-dtype', head_dtype] if head_dtype != HeadDtype.FLOAT32.value else [])
+        (['--head-dtype', head_dtype] if head_dtype else [])
 
 
 def parse_ours_json(data: dict, dtype: str = 'bfloat16') -> dict:
@@ -576,10 +574,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument('--ours-backend', choices=['auto', 'sdpa', 'flashinfer'], default='auto')
     p.add_argument('--ours-compile', action='store_true',
                    help="ours with torch_compile on (the reference's profiler compiles too)")
-    p.add_argument('--ours-head-dtype', choices=[h.value for h in HeadDtype],
-                   default=HeadDtype.FLOAT32.value,
+    # imported here: bf16_drift.py imports this module in the reference's processes too
+    from lingbot_ros.streaming.config import HeadDtype
+    p.add_argument('--ours-head-dtype', choices=[h.value for h in HeadDtype], default=None,
                    help="ours' head_dtype: what the camera and depth heads compute in "
-                   "(float32: as the reference's)")
+                   "(default: the bench's, float32 as the reference's)")
     p.add_argument('--python', default=sys.executable, help='interpreter for both sides')
     p.add_argument('--budget-s', type=float, default=540,
                    help='wall-clock budget of the whole command')

@@ -73,9 +73,10 @@ class HeadDtype(str, Enum):
     runs the same float32 heads.
 
     ``FLOAT16`` is there for accuracy at the speed of ``COMPUTE`` on a bfloat16 engine:
-    float16 keeps 10 mantissa bits to bfloat16's 7, and the heads' activations (after
-    LayerNorms, convolutions of them, ReLUs) stay far inside its range (65504). A frame
-    whose outputs do overflow is not finite and is rejected, counted, as any other.
+    float16 keeps 10 mantissa bits to bfloat16's 7. Its range ends at 65504: the heads'
+    activations stayed inside it in every measured run (seeded random weights; the
+    released ones are still to be checked), and a frame whose outputs overflow is not
+    finite and is rejected and counted, as any other.
     """
 
     FLOAT32 = 'float32'  # autocast off in the heads, as the reference
@@ -264,13 +265,13 @@ class EngineConfig:
 
     ``head_dtype='compute'`` runs the camera head and the depth head under autocast in
     ``dtype`` too, ``'float16'`` under autocast in float16 (off by default: float32 heads,
-    as the reference). The depth head's
-    convolutions then run channels-last; what turns a head's sums into outputs stays
-    float32 (the last pose layer and the ``T, q, fov`` it accumulates, the last depth
-    convolution and its ``exp`` / ``1 + exp``, every LayerNorm's statistics), and the
-    camera head's KV cache is kept in ``dtype``. Its linear and convolution weights are
-    then stored in ``dtype``, its other parameters in float32, so ``weights_dtype`` no
-    longer matters for the heads. Nothing changes on a float32 engine.
+    as the reference). The depth head's convolutions then run channels-last; what turns a
+    head's sums into outputs stays float32 (the last pose layer and the ``T, q, fov`` it
+    accumulates, the last depth convolution and its ``exp`` / ``1 + exp``, every
+    LayerNorm's statistics), and the camera head's KV cache is kept in the heads' dtype.
+    Their linear and convolution weights are then stored in that dtype, their other
+    parameters in float32, so ``weights_dtype`` no longer matters for the heads. Nothing
+    changes on a float32 engine.
 
     ``torch_compile`` (CUDA only, off by default) fuses what each transformer block
     computes around attention with ``torch.compile`` (see :mod:`lingbot_ros.model.compiled`):
