@@ -31,7 +31,7 @@ from pathlib import Path
 import statistics
 import sys
 import time
-from typing import Optional, Sequence
+from typing import Callable, Optional, Sequence
 
 from lingbot_ros.cache.backend_choice import AttentionBackend
 from lingbot_ros.streaming.config import BACKENDS, EngineConfig, HeadDtype, StreamConfig
@@ -59,13 +59,15 @@ def _sync(device: torch.device) -> None:
 
 
 def run_once(engine: Engine, stream: StreamConfig, images: torch.Tensor,
-             pipelined: bool = True) -> dict:
+             pipelined: bool = True,
+             on_progress: Optional[Callable[[int], None]] = None) -> dict:
     """
     Stream ``images`` through a fresh session; return per-call times and pose codes.
 
     A frame's time ends when its outputs are on the host (the session waits for them
     before it reports progress), so no device sync is added per frame: with
-    ``pipelined`` the next frame is already queued on the device by then.
+    ``pipelined`` the next frame is already queued on the device by then. ``on_progress``
+    is called with the frames done so far each time frames land.
     """
     session = engine.new_session('bench', stream)
     device = engine.device
@@ -73,6 +75,8 @@ def run_once(engine: Engine, stream: StreamConfig, images: torch.Tensor,
 
     def progress(done: int) -> None:
         marks.append((done, time.perf_counter()))
+        if on_progress is not None:
+            on_progress(done)
 
     _sync(device)
     start = time.perf_counter()
@@ -103,27 +107,60 @@ def summarise(calls: list, steady_after: int) -> dict:
     }
 
 
+def _kernel_table(prof, frames: int, top: int) -> dict:
+    """Device time and kernel launches per frame, and the ops with the most device time."""
+    events = prof.key_averages()
+    rows = sorted(events, key=lambda e: e.device_time_total, reverse=True)[:top]
+    table = [{'name': e.key[:90], 'calls_per_frame': e.count / frames,
+              'device_ms_per_frame': e.device_time_total / 1e3 / frames} for e in rows]
+    kernels = [e for e in events if e.device_time_total > 0 and e.device_type.name == 'CUDA']
+    return {'device_ms_per_frame': sum(e.device_time_total for e in kernels) / 1e3 / frames,
+            'kernels_per_frame': sum(e.count for e in kernels) / frames, 'top': table}
+
+
 def profile_run(engine: Engine, stream: StreamConfig, images: torch.Tensor,
-                top: int = 30, pipelined: bool = True) -> dict:
-    """Profile a whole run; print the kernels with the most device time per frame."""
+                top: int = 30, pipelined: bool = True, steady_from: int = 0) -> dict:
+    """
+    Profile a whole run, then the frames from ``steady_from`` on (the window full).
+
+    The steady figures say whether the steady wall time is the device's: the profiler starts
+    when frame ``steady_from`` lands and is divided by the frames that land after that, so
+    a pipelined run may count one frame's kernels more or less at each edge.
+    """
     from torch.profiler import profile, ProfilerActivity
     activities = [ProfilerActivity.CPU]
     if engine.device.type == 'cuda':
         activities.append(ProfilerActivity.CUDA)
     with profile(activities=activities) as prof:
         run_once(engine, stream, images, pipelined)
-    events = prof.key_averages()
-    frames = images.shape[0]
-    rows = sorted(events, key=lambda e: e.device_time_total, reverse=True)[:top]
-    table = [{'name': e.key[:90], 'calls_per_frame': e.count / frames,
-              'device_ms_per_frame': e.device_time_total / 1e3 / frames} for e in rows]
-    kernels = [e for e in events if e.device_time_total > 0 and e.device_type.name == 'CUDA']
-    total = sum(e.device_time_total for e in kernels) / 1e3 / frames
-    launches = sum(e.count for e in kernels) / frames
-    print(f'device time {total:.1f} ms/frame in {launches:.0f} kernels/frame; top:')
-    for r in table:
+    result = _kernel_table(prof, images.shape[0], top)
+    print(f"device time {result['device_ms_per_frame']:.1f} ms/frame in "
+          f"{result['kernels_per_frame']:.0f} kernels/frame; top:")
+    for r in result['top']:
         print(f"  {r['device_ms_per_frame']:8.3f} ms  {r['calls_per_frame']:7.1f}x  {r['name']}")
-    return {'device_ms_per_frame': total, 'kernels_per_frame': launches, 'top': table}
+    frames = images.shape[0]
+    if not 0 < steady_from < frames - 1:
+        return result
+    steady = profile(activities=activities)
+    landed = []
+
+    def start_when_steady(done: int) -> None:
+        if not landed and done >= steady_from:
+            landed.append(done)
+            steady.start()
+
+    run_once(engine, stream, images, pipelined, on_progress=start_when_steady)
+    if not landed:
+        return result
+    steady.stop()
+    table = _kernel_table(steady, frames - landed[0], top)
+    result.update(steady_frames=frames - landed[0],
+                  steady_device_ms_per_frame=table['device_ms_per_frame'],
+                  steady_kernels_per_frame=table['kernels_per_frame'], steady_top=table['top'])
+    print(f"steady (frames {landed[0]}-{frames}, window full): device time "
+          f"{table['device_ms_per_frame']:.1f} ms/frame in {table['kernels_per_frame']:.0f} "
+          f"kernels/frame")
+    return result
 
 
 def pose_drift(a: np.ndarray, b: np.ndarray) -> dict:
@@ -236,7 +273,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         runs[dtype] = run
         results[dtype] = summary
         if args.profile:
-            summary['profile'] = profile_run(engine, stream, images, pipelined=not args.sequential)
+            summary['profile'] = profile_run(engine, stream, images, pipelined=not args.sequential,
+                                             steady_from=args.scale_frames + args.sliding_window)
         del engine
         if torch.cuda.is_available():
             torch.cuda.empty_cache()
