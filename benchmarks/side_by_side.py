@@ -447,6 +447,11 @@ def run_ours(args, setting: str, log: Path, timeout: float) -> dict:
             data = json.loads(out_json.read_text())
             rec.update(parse_ours_json(data))
             rec['ok'] = res['returncode'] == 0
+            if not rec['ok']:   # its figures stand, but a run that did not end well is not counted
+                ended = (f'timed out after {timeout:.0f} s' if res['timed_out']
+                         else f'exited with {res["returncode"]}')
+                rec['error'] = f'{ended} after it had written its results'
+                rec['tail'] = tail(res['output'])
         except (OSError, ValueError, KeyError) as exc:
             rec['error'] = (f'timed out after {timeout:.0f} s' if res['timed_out']
                             else f'exited with {res["returncode"]}, no JSON ({exc!r})')

@@ -291,3 +291,17 @@ def test_dry_run_prints_both_commands(tmp_path, capsys):
     assert sbs.main(['--reference', str(ref), '--out', str(tmp_path / 'o'), '--dry-run',
                      '--ours-compile', '--ours-head-dtype', 'float16']) == 0
     assert '--compile --head-dtype float16' in capsys.readouterr().out
+
+
+def test_ours_killed_after_writing_its_results_says_so(tmp_path, monkeypatch):
+    def finished_then_hung(cmd, cwd, env, log, label, timeout):
+        out = Path(cmd[cmd.index('--out') + 1])
+        out.write_text(json.dumps(OURS_JSON))
+        return {'returncode': None, 'timed_out': True, 'seconds': timeout, 'output': 'done\n'}
+
+    monkeypatch.setattr(sbs, 'run_logged', finished_then_hung)
+    args = argparse.Namespace(python=sys.executable, frames=300, ours_backend='auto',
+                              ours_compile=True, ours_head_dtype=None)
+    rec = sbs.run_ours(args, 'default', tmp_path / 'x.log', timeout=60)
+    assert not rec['ok'] and rec['steady_ms_median'] == 42.0
+    assert rec['error'] == 'timed out after 60 s after it had written its results'
