@@ -109,6 +109,27 @@ def test_low_heads_run_channels_last_with_float32_outputs(low):
         assert getattr(out, name).dtype == torch.float32, name
 
 
+@pytest.mark.skipif(not torch.cuda.is_available(), reason='CUDA autocast only')
+@pytest.mark.parametrize('low', [torch.bfloat16, torch.float16])
+def test_depth_head_resizes_in_the_heads_dtype_on_cuda(low):
+    """CUDA autocast would resize in float32 (CPU autocast does not); the head keeps ``low``."""
+    model = load_model(TINY, None, seed=5, device=torch.device('cuda'),
+                       autocast_dtype=torch.bfloat16, head_autocast=low)
+    sc = model.depth_head.scratch
+    seen = {}
+
+    def keep(name):
+        def hook(module, args, output):
+            seen[name] = args[0].dtype
+        return hook
+    sc.refinenet1.out_conv.register_forward_hook(keep('refined'))
+    sc.output_conv2[0].register_forward_hook(keep('full'))
+    with torch.no_grad():
+        out = model(_images().cuda(), **CALL)
+    assert seen == {'refined': low, 'full': low}
+    assert out.depth.dtype == torch.float32 and torch.isfinite(out.depth).all()
+
+
 def test_compute_heads_stay_near_float32():
     """
     bf16 heads (tiny model, CPU autocast) against the same model in float32.

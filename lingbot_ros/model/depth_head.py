@@ -76,8 +76,16 @@ def position_embedding(height: int, width: int, channels: int, aspect: float,
 
 
 def _resize(x: torch.Tensor, size: Sequence[int]) -> torch.Tensor:
-    return F.interpolate(x, size=tuple(int(v) for v in size), mode='bilinear',
-                         align_corners=True)
+    """
+    Bilinear resize in ``x``'s own dtype, autocast or not.
+
+    CUDA autocast runs upsampling in float32: a cast up, a float32 kernel writing twice the
+    bytes, and a cast down at the next convolution. The kernel accumulates in float32 for
+    any input dtype, so a low-precision input gives the same rounded values in one kernel.
+    """
+    with torch.autocast(device_type=x.device.type, enabled=False):
+        return F.interpolate(x, size=tuple(int(v) for v in size), mode='bilinear',
+                             align_corners=True)
 
 
 class _ResidualUnit(nn.Module):
