@@ -157,9 +157,9 @@ def profile_run(engine: Engine, stream: StreamConfig, images: torch.Tensor,
     result.update(steady_frames=frames - landed[0],
                   steady_device_ms_per_frame=table['device_ms_per_frame'],
                   steady_kernels_per_frame=table['kernels_per_frame'], steady_top=table['top'])
-    print(f"steady (frames {landed[0]}-{frames}, window full): device time "
+    print(f'steady (frames {landed[0]}-{frames}, window full): device time '
           f"{table['device_ms_per_frame']:.1f} ms/frame in {table['kernels_per_frame']:.0f} "
-          f"kernels/frame")
+          'kernels/frame')
     return result
 
 
