@@ -62,6 +62,7 @@ from lingbot_ros.streaming.config import KeyframeMode, StreamConfig
 from lingbot_ros.streaming.errors import FrameRejected, SizeChanged
 from lingbot_ros.streaming.host import HostCopy
 from lingbot_ros.streaming.keyframes import make_policy
+from lingbot_ros.streaming.preprocess import upload
 from lingbot_ros.streaming.result import FrameResult, FrameTimings, FrameType
 from lingbot_ros.streaming.trajectory import (intrinsics_from_fov, invert_rigid,
                                               matrix_to_pose_enc, pose_enc_to_matrix)
@@ -426,7 +427,7 @@ class Session:
         scale = min(self._cfg.scale_frames, s)
         records, stats = [], []
         for i in range(s):
-            prep = Prepared(image=images[i].to(self._ctx.device, torch.float32),
+            prep = Prepared(image=upload(images[i], self._ctx.device).to(torch.float32),
                             model_to_input=np.eye(3), input_hw=hw)
             records += self._feed(prep, stamps[i], scale, keep_records=True,
                                   pipelined=pipelined)
