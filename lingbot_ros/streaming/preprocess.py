@@ -383,7 +383,7 @@ class _PinnedUpload:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._rings: dict = {}  # (shape, device) -> (list of [pinned tensor, event], turn)
+        self._rings: dict = {}  # (shape, dtype, device) -> ([pinned tensor, event] list, turn)
         self.unavailable: Optional[str] = None  # why pinning failed, once it has
 
     def __call__(self, frame: Union[np.ndarray, torch.Tensor],
