@@ -37,32 +37,10 @@ from pathlib import Path
 
 from lingbot_ros.streaming.config import EngineConfig, HeadDtype, StreamConfig
 from lingbot_ros.streaming.engine import Engine
-from lingbot_ros.tools.bench import run_once, synthetic_stack
+from lingbot_ros.tools.bench import profile_landed, run_once, synthetic_stack
 import torch
-from torch.profiler import profile, ProfilerActivity
 
 FRAMES, FIRST, LAST = 96, 80, 88
-
-
-def _profile_steady(engine: Engine, stream: StreamConfig, images: torch.Tensor,
-                    shapes: bool) -> tuple:
-    prof = profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA],
-                   record_shapes=shapes)
-    marks: list = []
-
-    def on(done: int) -> None:
-        if not marks and done >= FIRST:
-            marks.append(done)
-            prof.start()
-        elif len(marks) == 1 and done >= LAST:
-            marks.append(done)
-            prof.stop()
-
-    run_once(engine, stream, images, on_progress=on)
-    if len(marks) == 1:
-        prof.stop()
-        marks.append(images.shape[0])
-    return prof, marks[1] - marks[0]
 
 
 def timeline(trace: dict, frames: int, top: int = 12) -> None:
@@ -108,8 +86,12 @@ def main() -> int:
                                           head_dtype=HeadDtype.FLOAT16))
         run_once(engine, stream, images[:12])   # compile, capture
         run_once(engine, stream, images)
-        prof, n = _profile_steady(engine, stream, images, shapes=not graphs)
-        print(f'=== graphs {"on" if graphs else "off"}: frames {FIRST}-{FIRST + n}')
+        prof, started, n = profile_landed(engine, stream, images, FIRST, LAST,
+                                          record_shapes=not graphs)
+        if prof is None:
+            print(f'=== graphs {"on" if graphs else "off"}: the run never reached frame {FIRST}')
+            continue
+        print(f'=== graphs {"on" if graphs else "off"}: frames {started}-{started + n}')
         if graphs:
             args.out.mkdir(parents=True, exist_ok=True)
             path = args.out / 'trace_graphs.json'

@@ -118,20 +118,52 @@ def _kernel_table(prof, frames: int, top: int) -> dict:
             'kernels_per_frame': sum(e.count for e in kernels) / frames, 'top': table}
 
 
+def _activities(engine: Engine) -> list:
+    from torch.profiler import ProfilerActivity
+    return [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if engine.device.type == 'cuda'
+                                     else [])
+
+
+def profile_landed(engine: Engine, stream: StreamConfig, images: torch.Tensor, first: int,
+                   last: Optional[int] = None, pipelined: bool = True,
+                   record_shapes: bool = False) -> tuple:
+    """
+    Profile a run from the landing of frame ``first`` to that of ``last`` (None: its end).
+
+    Returns (profiler, the frame count at which it started, frames profiled); the profiler
+    is None when the run never reached ``first``. Counted by landings, so a pipelined run
+    may hold one frame's kernels more or less at each edge.
+    """
+    from torch.profiler import profile
+    prof = profile(activities=_activities(engine), record_shapes=record_shapes)
+    marks: list = []
+
+    def on_landing(done: int) -> None:
+        if not marks and done >= first:
+            marks.append(done)
+            prof.start()
+        elif len(marks) == 1 and last is not None and done >= last:
+            marks.append(done)
+            prof.stop()
+
+    run_once(engine, stream, images, pipelined, on_progress=on_landing)
+    if not marks:
+        return None, 0, 0
+    if len(marks) == 1:
+        prof.stop()
+        marks.append(images.shape[0])
+    return prof, marks[0], marks[1] - marks[0]
+
+
 def profile_run(engine: Engine, stream: StreamConfig, images: torch.Tensor,
                 top: int = 30, pipelined: bool = True, steady_from: int = 0) -> dict:
     """
     Profile a whole run, then the frames from ``steady_from`` on (the window full).
 
-    The steady figures say whether the steady wall time is the device's: the profiler starts
-    when frame ``steady_from`` lands and is divided by the frames that land after that, so
-    a pipelined run may count one frame's kernels more or less at each edge.
+    The steady figures say whether the steady wall time is the device's.
     """
-    from torch.profiler import profile, ProfilerActivity
-    activities = [ProfilerActivity.CPU]
-    if engine.device.type == 'cuda':
-        activities.append(ProfilerActivity.CUDA)
-    with profile(activities=activities) as prof:
+    from torch.profiler import profile
+    with profile(activities=_activities(engine)) as prof:
         run_once(engine, stream, images, pipelined)
     result = _kernel_table(prof, images.shape[0], top)
     print(f"device time {result['device_ms_per_frame']:.1f} ms/frame in "
@@ -141,23 +173,15 @@ def profile_run(engine: Engine, stream: StreamConfig, images: torch.Tensor,
     frames = images.shape[0]
     if not 0 < steady_from < frames - 1:
         return result
-    steady = profile(activities=activities)
-    landed = []
-
-    def start_when_steady(done: int) -> None:
-        if not landed and done >= steady_from:
-            landed.append(done)
-            steady.start()
-
-    run_once(engine, stream, images, pipelined, on_progress=start_when_steady)
-    if not landed:
+    steady, started, n = profile_landed(engine, stream, images, steady_from,
+                                        pipelined=pipelined)
+    if steady is None:
         return result
-    steady.stop()
-    table = _kernel_table(steady, frames - landed[0], top)
-    result.update(steady_frames=frames - landed[0],
+    table = _kernel_table(steady, n, top)
+    result.update(steady_frames=n,
                   steady_device_ms_per_frame=table['device_ms_per_frame'],
                   steady_kernels_per_frame=table['kernels_per_frame'], steady_top=table['top'])
-    print(f'steady (frames {landed[0]}-{frames}, window full): device time '
+    print(f'steady (frames {started}-{frames}, window full): device time '
           f"{table['device_ms_per_frame']:.1f} ms/frame in {table['kernels_per_frame']:.0f} "
           'kernels/frame')
     return result
