@@ -5,9 +5,11 @@
 # 640x480 rgb8 from the courthouse images. Run from the repository root after the wheel
 # install line of ../shared/device/README.md; OUT is the folder the results go to.
 # Usage: benchmarks/live_h200.sh [FRAMES_15HZ] [STEPS...]
-#   steps: dds prepare 15 rclpy 30 two soak restart outputs30 15p 30p twop soakp restartp
+#   steps: floor dds prepare 15 rclpy 30 two soak restart outputs30 15p 30p twop soakp restartp
 #   15p 30p twop soakp restartp: 15, 30, two, soak and restart with the model in a process
 #   of its own (model_process:=true), written beside the in-process runs as *_model_process
+#   floor: the ROS floor (benchmarks/ros_floor.py): a relay in the node's place sends a
+#   frame's messages at once for each image, with and without the depth image
 #   dds: DDS alone, the package's transport profile (DDS_TRANSPORTS="--transport default ..."
 #   for others): what arrives and the stamp-to-callback floor
 #   outputs30: 30 Hz three times, all outputs; without the map and the path; the pose alone
@@ -46,6 +48,11 @@ for step in $STEPS; do
                ${DDS_TRANSPORTS:---transport package} \
                | tee -a "$OUT/logs/dds_images.txt"
          done ;;
+    floor) echo "=== floor ($(date +%T))"
+           timeout 150 $PY benchmarks/ros_floor.py --source "$SOURCE" --rate 15 --frames 450 \
+               --out "$OUT/logs/ros_floor_15hz" | tail -n 4
+           timeout 150 $PY benchmarks/ros_floor.py --source "$SOURCE" --rate 15 --frames 450 \
+               --no-depth --out "$OUT/logs/ros_floor_15hz_no_depth" | tail -n 4 ;;
     prepare) for pass in ${PREPARE_PASSES:-first}; do
                echo "=== prepare, $pass ($(date +%T))"; t0=$SECONDS
                $PY -m lingbot_ros.tools.prepare --set preset:=$PRESET \
