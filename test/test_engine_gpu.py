@@ -81,6 +81,7 @@ def test_graphed_flashinfer_bf16_session_equals_its_eager_twin(tmp_path):
     want, _ = _run(eager, frames)
     assert graphed.graph_status.startswith('on'), graphed.graph_status
     assert '1 graph segments per frame' in graphed.graph_status  # attention inside the graph
+    assert 'frame resize graphed' in graphed.graph_status, graphed.graph_status
     assert graphed.runner.eager_frames == 0
     assert stats.evictions > 0 and stats.rollbacks > 0  # the window turned over
     assert [r.stamp_ns for r in got] == [r.stamp_ns for r in want] and len(got) == 24

@@ -137,6 +137,80 @@ def test_a_tensor_upload_does_not_wait_for_the_work_queued_before_it():
         assert g.dtype == f.dtype and torch.equal(g.cpu(), f)
 
 
+GRAPH_CASES = [((480, 640, 3), 518), ((720, 1280, 3), 518), ((2000, 300, 3), 140),
+               ((48, 64, 1), 56), ((700, 518, 3), 518), ((60, 40, 3), 518)]
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason='CUDA graphs need CUDA')
+@pytest.mark.parametrize('shape,size', GRAPH_CASES)
+def test_graphed_resize_equals_the_eager_one_and_each_frame_keeps_its_pixels(shape, size):
+    rng = np.random.default_rng(shape[0] + size)
+    frames = [rng.integers(0, 256, shape, dtype=np.uint8) for _ in range(3)]
+    want = [pp.preprocess_frame(f, 'cuda', size, method='torch')[0].cpu() for f in frames]
+    got = [pp.preprocess_frame(f, 'cuda', size, method='torch', graphed=True)[0]
+           for f in frames]  # replayed after each other: outputs must not alias
+    assert pp.resize_status().startswith('graphed'), pp.resize_status()
+    for g, w in zip(got, want):
+        assert g.shape == w.shape and g.is_contiguous()
+        assert torch.equal(g.cpu(), w)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason='CUDA graphs need CUDA')
+@pytest.mark.parametrize('shape,size', GRAPH_CASES[:3])
+def test_a_graphed_resize_stays_within_its_memory_bound(shape, size):
+    device = torch.device('cuda')
+    plan = pp.plan_transform(shape[:2], size)
+    torch.cuda.synchronize()
+    before = torch.cuda.memory_allocated()
+    torch.cuda.reset_peak_memory_stats()
+    resampler = pp._GraphedResampler(shape, plan, device)
+    out = resampler(np.zeros(shape, np.uint8))
+    torch.cuda.synchronize()
+    used = torch.cuda.max_memory_allocated() - before
+    bound = pp.resample_graph_bytes(shape[:2], plan.resized_hw, plan.model_hw[0], shape[2])
+    assert used <= bound + out.numel() * 4, (used, bound)  # the bound and the clone handed out
+
+
+def test_graphed_resizers_are_kept_per_shape_bounded_and_given_up_after_a_failure(
+        monkeypatch):
+    """The registry's logic, on the CPU: one capture per (shape, grid), at most MAX_SHAPES."""
+    built = []
+
+    class Fake:
+        def __init__(self, shape, plan, device):
+            built.append(shape)
+            self.plan = plan
+
+        def __call__(self, frame):
+            return torch.full((3,) + self.plan.model_hw, float(frame[0, 0, 0]))
+    monkeypatch.setattr(pp, '_GraphedResampler', Fake)
+    graphs, cpu = pp._Graphs(), torch.device('cpu')
+    assert graphs.status() == ''
+    shapes = [(48 + 14 * i, 64, 3) for i in range(graphs.MAX_SHAPES + 1)]
+    for shape in shapes + shapes[-1:]:
+        frame = np.full(shape, 7, np.uint8)
+        out = graphs.run(frame, pp.plan_transform(shape[:2], 56), cpu)
+        assert out is not None and float(out[0, 0, 0]) == 7.0
+    assert built == shapes  # the repeated shape replayed its own capture
+    assert graphs.status() == f'graphed ({graphs.MAX_SHAPES} frame shapes)'
+
+    def refuse(*_):
+        raise RuntimeError('CUDA error: operation not permitted when stream is capturing')
+    monkeypatch.setattr(pp, '_GraphedResampler', refuse)
+    frame = np.zeros((30, 64, 3), np.uint8)
+    assert graphs.run(frame, pp.plan_transform((30, 64), 56), cpu) is None
+    assert graphs.status().startswith('eager (capture failed: CUDA error')
+    assert graphs.run(frame, pp.plan_transform((30, 64), 56), cpu) is None  # not retried
+
+
+def test_graphed_is_the_eager_resize_where_there_is_no_cuda():
+    frame = np.random.default_rng(5).integers(0, 256, (48, 64, 3), dtype=np.uint8)
+    for method in ('torch', 'pil'):
+        want, _ = pp.preprocess_frame(frame, 'cpu', 56, method=method)
+        got, _ = pp.preprocess_frame(frame, 'cpu', 56, method=method, graphed=True)
+        assert torch.equal(got, want)
+
+
 def test_grey_and_tensor_frames():
     rng = np.random.default_rng(7)
     grey = rng.integers(0, 256, (30, 60), dtype=np.uint8)

@@ -218,12 +218,16 @@ class Engine:
         self.compiled_blocks = 0  # torch_compile: blocks whose pieces are compiled (0: off)
         self.compile_status = 'off'  # the same, said for a person (diagnostics, bench)
         self.runner = _Runner(model, cuda_graphs and device.type == 'cuda')
+        self._graphed_resize = self.runner.cuda_graphs  # live frames' resize, graphed too
         self._sessions: dict = {}
 
     @property
     def graph_status(self) -> str:
-        """Whether streaming frames replay as CUDA graphs, and why not."""
-        return self.runner.graph_status
+        """Whether streaming frames (and live frames' resize) replay as CUDA graphs."""
+        from lingbot_ros.streaming.preprocess import resize_status
+        resize = resize_status() if self._graphed_resize else ''
+        return f'{self.runner.graph_status}; frame resize {resize}' if resize \
+            else self.runner.graph_status
 
     @classmethod
     def load(cls, cfg: EngineConfig,
@@ -361,7 +365,8 @@ class Engine:
         """Resize/crop a live frame on the model's device, as the reference's crop mode."""
         from lingbot_ros.streaming.preprocess import preprocess_frame
         tensor, plan = preprocess_frame(image_rgb, self.device, cfg.image_size,
-                                        self.model_config.patch_size)
+                                        self.model_config.patch_size,
+                                        graphed=self._graphed_resize)
         return Prepared(image=tensor, model_to_input=model_to_input_matrix(plan),
                         input_hw=tuple(image_rgb.shape[:2]))
 

@@ -48,7 +48,7 @@ from lingbot_ros.model.config import ModelConfig, SPECIAL_TOKENS
 from lingbot_ros.streaming.config import EngineConfig, StreamConfig
 from lingbot_ros.streaming.engine import (_DTYPES, camera_kv_dtype, head_storage_dtype,
                                           heads_autocast, kv_storage_dtype)
-from lingbot_ros.streaming.preprocess import plan_transform
+from lingbot_ros.streaming.preprocess import plan_transform, resample_graph_bytes
 import torch
 
 GIB = 1024 ** 3
@@ -83,9 +83,10 @@ class MemoryEstimate:
     ``workspace``: FlashInfer's shared float workspace, its wrappers' index buffers and
     cuBLAS's per-stream workspaces. ``activations``: the largest eager call (the scale
     phase or a window re-seed: ``scale_frames`` frames) plus the depth head's cached
-    position maps and the kept input images. ``graph_pools``: the CUDA-graph pool of a
-    one-frame step (0 without CUDA graphs). ``graph_static``: the part of that pool that
-    stays allocated between replays (static inputs, outputs and cut buffers).
+    position maps and the kept input images. ``graph_pools``: the CUDA-graph pools of a
+    one-frame step and of a live frame's resize (0 without CUDA graphs).
+    ``graph_static``: the part of those pools that stays allocated between replays
+    (static inputs, outputs and cut buffers; all of the resize's).
     """
 
     weights: int
@@ -321,6 +322,8 @@ def estimate(engine_cfg: EngineConfig, stream_cfg: StreamConfig, input_hw: Tuple
     - graph_pools (CUDA graphs on CUDA only): :func:`call_activation_bytes` for one
       frame + its static part: the image (3 H W 4), one set of q/k/v/out cut buffers
       (4 x (6 + patches) x embed_dim x c) and the outputs (depth, confidence: 2 H W 4);
+      plus the live frames' resize, graphed too: :func:`resample_graph_bytes` of the
+      camera's size, kept between replays (so in the static part as well);
     - peak_allocated = weights + kv_pools + workspace + max(activations + graph_static,
       graph_pools);
     - a float8 cache read by a PyTorch attention path (not FlashInfer) adds
@@ -337,7 +340,8 @@ def estimate(engine_cfg: EngineConfig, stream_cfg: StreamConfig, input_hw: Tuple
     kv_dtype = kv_storage_dtype(engine_cfg)
     head_dtype = head_storage_dtype(engine_cfg)
     low_heads = heads_autocast(engine_cfg)
-    model_hw = plan_transform(tuple(input_hw), stream_cfg.image_size, mc.patch_size).model_hw
+    plan = plan_transform(tuple(input_hw), stream_cfg.image_size, mc.patch_size)
+    model_hw = plan.model_hw
     h, w = model_hw
 
     autocast = None if compute == torch.float32 else compute
@@ -376,6 +380,9 @@ def estimate(engine_cfg: EngineConfig, stream_cfg: StreamConfig, input_hw: Tuple
                         + 2 * h * w * 4)
         graph_pools = graph_static + call_activation_bytes(mc, model_hw, 1, compute, chunk,
                                                            upcast, kv_upcast)
+        resize = resample_graph_bytes(tuple(input_hw), plan.resized_hw, plan.model_hw[0])
+        graph_static += resize
+        graph_pools += resize
     peak = weights + kv + workspace + max(activations + graph_static, graph_pools)
     return MemoryEstimate(weights=int(weights), kv_pools=int(kv), workspace=int(workspace),
                           activations=int(activations), graph_pools=int(graph_pools),
