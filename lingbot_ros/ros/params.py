@@ -109,7 +109,8 @@ SPECS: tuple[Spec, ...] = (
     Spec('seed', 0, 'Seed for random weights (no checkpoint).', read_only=True,
          low=0, high=2**31 - 1),
     Spec('cuda_graphs', True, 'Replay each streaming frame as one CUDA graph, attention over '
-         'the cache included (CUDA only; falls back to eager, reported in diagnostics).',
+         "the cache included, and each live frame's resize as one more (CUDA only; falls "
+         'back to eager, reported in diagnostics).',
          read_only=True),
     Spec('torch_compile', False, "torch.compile the blocks' work around attention (CUDA "
          'only): about 7 ms less per frame on the H200, but the first frames compile for tens '
