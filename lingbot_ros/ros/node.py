@@ -346,7 +346,9 @@ class LingbotNode(LifecycleNode):
             from lingbot_ros.streaming.engine import Engine
             phases.mark('import torch')
             engine_cfg = engine_config(params, torch.cuda.is_available())
+            phases.mark('device')  # the CUDA driver's start, where there is one
             self._log_memory_need(engine_cfg, stream_cfg, len(params.inputs.camera_topics))
+            phases.mark('memory estimate')  # with auto attention: FlashInfer's import
             if launch is not None:
                 engine, launch = launch.load(engine_cfg, self._configure_progress), None
                 log.info(f'model process: pid {engine.pid}')
