@@ -9,7 +9,8 @@
 #   15p 30p twop soakp restartp: 15, 30, two, soak and restart with the model in a process
 #   of its own (model_process:=true), written beside the in-process runs as *_model_process
 #   floor: the ROS floor (benchmarks/ros_floor.py): a relay in the node's place sends a
-#   frame's messages at once for each image, with and without the depth image
+#   frame's messages at once for each image, with and without the depth image, and through
+#   the node's queue, worker and output thread (--threads)
 #   dds: DDS alone, the package's transport profile (DDS_TRANSPORTS="--transport default ..."
 #   for others): what arrives and the stamp-to-callback floor
 #   outputs30: 30 Hz three times, all outputs; without the map and the path; the pose alone
@@ -52,7 +53,9 @@ for step in $STEPS; do
            timeout 150 $PY benchmarks/ros_floor.py --source "$SOURCE" --rate 15 --frames 450 \
                --out "$OUT/logs/ros_floor_15hz" | tail -n 4
            timeout 150 $PY benchmarks/ros_floor.py --source "$SOURCE" --rate 15 --frames 450 \
-               --no-depth --out "$OUT/logs/ros_floor_15hz_no_depth" | tail -n 4 ;;
+               --no-depth --out "$OUT/logs/ros_floor_15hz_no_depth" | tail -n 4
+           timeout 150 $PY benchmarks/ros_floor.py --source "$SOURCE" --rate 15 --frames 450 \
+               --threads --out "$OUT/logs/ros_floor_15hz_threads" | tail -n 4 ;;
     prepare) for pass in ${PREPARE_PASSES:-first}; do
                echo "=== prepare, $pass ($(date +%T))"; t0=$SECONDS
                $PY -m lingbot_ros.tools.prepare --set preset:=$PRESET \

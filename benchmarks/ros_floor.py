@@ -34,7 +34,10 @@ model, the products. So the node's overhead less this floor is what the node its
 The relay writes, per frame, when its callback began and when its last message was sent
 (same clock: one machine). The report gives per block, p50 / p99: stamp to the relay's
 callback (the node's ``arrival`` floor), the relay's sends, stamp to the counter's pose
-and to its last message (``points``): the floor of ``last less model``.
+and to its last message (``points``): the floor of ``last less model``. With ``--threads``
+the image goes the node's way instead, without the model: the callback queues it on the
+node's ``FrameQueue``, a worker thread takes it and hands the sending to the node's
+``OutputThread``; the difference is what the two hand-overs cost.
 
     python benchmarks/ros_floor.py --rate 15 --frames 450 --out benchmarks/results/ros_floor_cpu
 """
@@ -69,7 +72,9 @@ def relay(args: argparse.Namespace) -> int:
     from lingbot_ros.ros import messages
     from lingbot_ros.ros.executor import PoolExecutor
     from lingbot_ros.ros.intake import read_image
+    from lingbot_ros.ros.output_thread import OutputThread
     from lingbot_ros.ros.outputs import CameraPublishers
+    from lingbot_ros.ros.worker import Frame, FrameQueue
     from lingbot_ros.streaming.result import FrameResult, FrameType
     from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
     from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
@@ -96,13 +101,9 @@ def relay(args: argparse.Namespace) -> int:
     times: dict = {}  # stamp -> (callback began, last message sent), time.time_ns()
     previous: list = []
 
-    def on_image(sample: Any) -> None:
-        began = time.time_ns()
-        msg = read_image(sample)
-        stamp = messages.stamp_ns(msg.header.stamp)
+    def send(stamp: int, frame: str, began: int) -> None:
         pose = np.eye(4)
         pose[:3, 3] = (stamp % 10**9) * 1e-9, 0.0, 0.0
-        frame = msg.header.frame_id or 'camera_optical_frame'
         result = replace(template, stamp_ns=stamp, pose_c2w=pose)
         pose_msg = messages.pose_stamped(pose, stamp, 'map')
         pubs.pose.publish(pose_msg)
@@ -119,16 +120,46 @@ def relay(args: argparse.Namespace) -> int:
         pubs.points.publish(messages.point_cloud(result, pose, 'map', 1, 0.0, 0.0))
         times[stamp] = (began, time.time_ns())
 
+    queue = FrameQueue(1, 1)
+    began_at: dict = {}  # stamp -> when its callback began (threads mode)
+    outputs = OutputThread(lambda exc: print(f'relay: {exc!r}', file=sys.stderr))
+    stop = threading.Event()
+
+    def on_image(sample: Any) -> None:
+        began = time.time_ns()
+        msg = read_image(sample)
+        stamp = messages.stamp_ns(msg.header.stamp)
+        frame = msg.header.frame_id or 'camera_optical_frame'
+        if not args.threads:
+            send(stamp, frame, began)
+            return
+        began_at[stamp] = began
+        queue.put(Frame(0, np.frombuffer(msg.data, np.uint8), stamp, time.monotonic(), frame))
+        queue.hand_over()
+
+    def work() -> None:  # the node's worker, with no model: straight to the output thread
+        while not stop.is_set():
+            got = queue.get(0.1)
+            if got is not None:
+                began = began_at.pop(got.stamp_ns)
+                outputs.submit(lambda f=got, b=began: send(f.stamp_ns, f.frame_id, b))
+
     group = MutuallyExclusiveCallbackGroup()
     qos = QoSProfile(depth=5, history=HistoryPolicy.KEEP_LAST,
                      reliability=ReliabilityPolicy.BEST_EFFORT)
     node.create_subscription(Image, args.topic, on_image, qos, callback_group=group, raw=True)
     executor = PoolExecutor(2, inline=(group,))
     executor.add_node(node)
-    stop = threading.Event()
+    worker = threading.Thread(target=work, daemon=True)
+    if args.threads:
+        outputs.start()
+        worker.start()
     signal.signal(signal.SIGINT, lambda *_: stop.set())
     while not stop.is_set() and rclpy.ok():
         executor.spin_once(timeout_sec=0.1)
+    if args.threads:
+        worker.join(1.0)
+        outputs.stop(2.0)
     Path(args.log).write_text(json.dumps({str(s): t for s, t in times.items()}))
     executor.shutdown()
     node.destroy_node()
@@ -184,7 +215,8 @@ def run(args: argparse.Namespace) -> dict:
     relay_proc = subprocess.Popen(
         [sys.executable, __file__, '--relay', '--topic', topic, '--size', args.size,
          '--points', str(args.points), '--log', str(log)]
-        + (['--no-depth'] if args.no_depth else []), start_new_session=True)
+        + (['--no-depth'] if args.no_depth else []) + (['--threads'] if args.threads else []),
+        start_new_session=True)
     viewer = player = None
     try:
         _wait_matched(counter, 60.0)
@@ -212,7 +244,8 @@ def run(args: argparse.Namespace) -> dict:
     log.unlink(missing_ok=True)
     return {'command': ' '.join(sys.argv), 'date': time.strftime('%Y-%m-%d %H:%M:%S %Z'),
             'rate_hz': args.rate, 'frames': args.frames, 'size': args.size,
-            'points': args.points, 'depth': not args.no_depth, 'warmup': args.warmup,
+            'points': args.points, 'depth': not args.no_depth, 'threads': args.threads,
+            'warmup': args.warmup,
             'counter_saw': len(rec.stamps), 'relayed': len(relayed), 'viewer': viewed,
             'blocks': blocks(rec, relayed, args.warmup, args.block)}
 
@@ -220,9 +253,10 @@ def run(args: argparse.Namespace) -> dict:
 def text_report(report: dict) -> str:
     """Return the table a person reads: one line per block, p50 / p99 in ms."""
     f = live_node._fmt
+    how = "through the node's threads" if report.get('threads') else 'sent in the callback'
     out = [f"{report['date']}  the ROS floor: {report['rate_hz']:g} Hz, {report['frames']} "
            f"frames of {report['size']}, {report['points']} points a frame, "
-           f"{'with' if report['depth'] else 'no'} depth image; counter saw "
+           f"{'with' if report['depth'] else 'no'} depth image, {how}; counter saw "
            f"{report['counter_saw']}, relay took {report['relayed']}",
            'viewer beside (an RViz): ' + ', '.join(
                f'{t} {n}' for t, n in (report['viewer'] or {}).items()),
@@ -251,6 +285,10 @@ def parse_args(argv: Optional[list] = None) -> argparse.Namespace:
     p.add_argument('--points', type=int, default=6400,
                    help="rows of ~/points a frame (the release model's 392x518 grid, every "
                         '4th pixel, the upper half by confidence: about 6,400)')
+    p.add_argument('--threads', action='store_true',
+                   help="the node's thread structure: the callback queues the image (its "
+                        'FrameQueue), a worker thread takes it and hands it to its '
+                        'OutputThread, which sends (no model): what the threads cost')
     p.add_argument('--no-depth', action='store_true',
                    help='send no depth image (what the 1.2 MB image costs the floor)')
     p.add_argument('--out', help='PREFIX: writes PREFIX.json and PREFIX.txt')
