@@ -156,10 +156,30 @@ def test_graphed_resize_equals_the_eager_one_and_each_frame_keeps_its_pixels(sha
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason='CUDA graphs need CUDA')
+def test_a_graphed_resize_keeps_what_it_reads_when_the_caches_let_it_go():
+    """A graph holds addresses: the taps and the LUT must outlive their caches' entries."""
+    device = torch.device('cuda')
+    frame = np.random.default_rng(3).integers(0, 256, (480, 640, 3), dtype=np.uint8)
+    plan = pp.plan_transform(frame.shape[:2], 518)
+    want = pp.preprocess_frame(frame, device, 518, method='torch')[0].cpu()
+    resampler = pp._GraphedResampler(frame.shape, plan, device)
+    pp._weights.cache_clear()
+    pp._lut.cache_clear()
+    # blocks of the freed tensors' sizes, filled with NaN: they take that memory if it is free
+    junk = [torch.full(hw, float('nan'), dtype=dtype, device=device)
+            for hw, dtype in [((518, 640), torch.float64), ((392, 480), torch.float64),
+                              ((256,), torch.float32)] * 8]
+    assert torch.equal(resampler(frame).cpu(), want)
+    del junk
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason='CUDA graphs need CUDA')
 @pytest.mark.parametrize('shape,size', GRAPH_CASES[:3])
 def test_a_graphed_resize_stays_within_its_memory_bound(shape, size):
     device = torch.device('cuda')
     plan = pp.plan_transform(shape[:2], size)
+    pp._GraphedResampler((8, 8, 3), pp.plan_transform((8, 8), 14), device)  # the capture
+    # stream's cuBLAS workspace exists now: it is not this resize's memory
     torch.cuda.synchronize()
     before = torch.cuda.memory_allocated()
     torch.cuda.reset_peak_memory_stats()

@@ -54,6 +54,28 @@ import torch
 from .cached_attention import attend_uncached, CachedAttention
 
 
+def capture_stream(device: torch.device) -> 'torch.cuda.Stream':
+    """
+    Return the one side stream this process captures CUDA graphs on, for ``device``.
+
+    A graph cannot be captured on the default stream, and cuBLAS gives every stream it
+    runs on a workspace of its own (32 MiB on Hopper) that the graphs captured there keep
+    using: a new stream per capture held one more workspace for each (a frame resize's
+    capture measured 48 MB for about 16 MB of its own tensors on an H100). Captures
+    happen one at a time on the worker's thread and their replays follow each other on
+    one stream, so they can share the workspace.
+    """
+    index = torch.device(device).index
+    index = torch.cuda.current_device() if index is None else index
+    stream = _CAPTURE_STREAMS.get(index)
+    if stream is None:
+        stream = _CAPTURE_STREAMS[index] = torch.cuda.Stream(index)
+    return stream
+
+
+_CAPTURE_STREAMS: Dict[int, 'torch.cuda.Stream'] = {}  # device index -> capture stream
+
+
 @runtime_checkable
 class StagedAttention(Protocol):
     """A cache whose attention a graph can hold: ``stage`` before each replay."""
@@ -208,7 +230,7 @@ class GraphedStep:
                           camera_iterations=self.camera_iterations)
 
     def _capture(self, warmup: int) -> None:
-        stream = torch.cuda.Stream()
+        stream = capture_stream(self.image.device)
         stream.wait_stream(torch.cuda.current_stream())
         with torch.no_grad(), torch.cuda.stream(stream):
             self.image.uniform_()

@@ -42,6 +42,7 @@ import warnings
 import numpy as np
 import torch
 
+from ..model.graphs import capture_stream
 from ..model.pose import intrinsics_to_input
 
 IMAGE_EXTENSIONS = ('.jpg', '.jpeg', '.png')
@@ -539,10 +540,11 @@ class _GraphedResampler:
     def __init__(self, shape: tuple, plan: FrameTransform, device: torch.device) -> None:
         self.frame = torch.zeros(shape, dtype=torch.uint8, device=device)
         self.graph = torch.cuda.CUDAGraph()
-        stream = torch.cuda.Stream(device)
+        stream = capture_stream(device)  # shared: one cuBLAS workspace for every capture
         stream.wait_stream(torch.cuda.current_stream(device))
         with torch.cuda.stream(stream):
             _resample_frame(self.frame, plan)  # the taps' matrices and the LUT exist first
+            self._held = _inputs_of(self.frame, plan)  # the graph reads them: never freed
             # not torch.cuda.graph(): it synchronizes the whole device first, and another
             # camera's frame may be in flight; other threads may wait on events meanwhile
             self.graph.capture_begin(capture_error_mode='thread_local')
@@ -553,9 +555,26 @@ class _GraphedResampler:
         torch.cuda.current_stream(device).wait_stream(stream)
 
     def __call__(self, frame: np.ndarray) -> torch.Tensor:
-        _UPLOAD(frame, self.frame.device, into=self.frame)
+        _UPLOAD(frame, self.frame.device, into=self.frame)  # shape and dtype checked by copy_
         self.graph.replay()
         return self.output.clone()
+
+
+def _inputs_of(frame: torch.Tensor, plan: FrameTransform) -> tuple:
+    """
+    Return the cached tensors :func:`_resample_frame` reads for ``frame`` and ``plan``.
+
+    A graph holds their addresses, not the tensors: the caches may let them go (``_weights``
+    keeps 32), so each graph keeps its own references.
+    """
+    device = str(frame.device)
+    (new_h, new_w), (h, w) = plan.resized_hw, frame.shape[:2]
+    held = [_lut(device)]
+    if new_w != w:
+        held.append(_weights(w, new_w, device))
+    if new_h != h:
+        held.append(_weights(h, new_h, device))
+    return tuple(held)
 
 
 def resample_graph_bytes(input_hw: Tuple[int, int], resized_hw: Tuple[int, int],
@@ -563,16 +582,19 @@ def resample_graph_bytes(input_hw: Tuple[int, int], resized_hw: Tuple[int, int],
     """
     Upper bound of the device memory one :class:`_GraphedResampler` keeps.
 
-    Its uint8 input and its graph's pool: at most the widened float64 frame and one
-    pass's float64 product are alive at once (with the row weights expanded per channel),
-    then the output's int64 index and its float32 values (and a grey frame's copy to three
-    channels). ``model_rows``: the rows kept after a centre crop (default: all).
+    Its uint8 input, the float64 weight matrices of its two axes (cached) and its graph's
+    pool: at most the widened float64 frame and one pass's float64 product are alive at
+    once (with the row weights expanded per channel), then the output's int64 index and
+    its float32 values (and a grey frame's copy to three channels). ``model_rows``: the
+    rows kept after a centre crop (default: all). Not in it: cuBLAS's workspace of the
+    capture stream, shared with the model's graphs (:func:`capture_stream`).
     """
     (h, w), (new_h, new_w) = input_hw, resized_hw
     rows = new_h if model_rows is None else model_rows
     c = channels
     wide = 8 * c * (h * w + max(h * new_w, rows * w) + rows * h)
-    return int(wide + h * w * c + 16 * 3 * rows * new_w)
+    taps = 8 * (new_w * w + new_h * h)  # the two axes' weight matrices (kept, per size)
+    return int(wide + taps + h * w * c + 16 * 3 * rows * new_w)
 
 
 class _Graphs:
