@@ -343,8 +343,11 @@ class FlashInferRagged:
         if self.splits == 1:
             out = self.wrapper.run(q_nhd.contiguous(), k_run, v_run)
         else:
-            parts, lse = self.wrapper.run(q_nhd.repeat(self.splits, 1, 1), k_run, v_run,
-                                          return_lse=True)
+            # one copy of q per part, end to end: expand + reshape writes it in one pass
+            # (12 against repeat's 16 us a layer on an H100, 1205s10 copy_variants)
+            tiled = q_nhd.unsqueeze(0).expand(self.splits, *q_nhd.shape) \
+                .reshape(self.splits * q_nhd.shape[0], *q_nhd.shape[1:])
+            parts, lse = self.wrapper.run(tiled, k_run, v_run, return_lse=True)
             out = merge_splits(parts, lse, self.splits)
         return out.transpose(0, 1).unsqueeze(0).to(q.dtype)
 
