@@ -412,12 +412,28 @@ class _PinnedUpload:
             buf, uploaded = entry
             if uploaded is not None:
                 uploaded.synchronize()  # that buffer's last upload has left it
-            buf.copy_(src)
+            _host_copy(buf, src)
             out = buf.to(device, non_blocking=True) if into is None \
                 else into.copy_(buf, non_blocking=True)
             entry[1] = torch.cuda.Event()
             entry[1].record(torch.cuda.current_stream(device))
             return out
+
+
+def _host_copy(dst: torch.Tensor, src: torch.Tensor) -> None:
+    """
+    Copy a frame between host tensors on this thread, the GIL held (numpy's copy).
+
+    ``Tensor.copy_`` may split a frame's copy over PyTorch's intra-op threads, which sleep
+    between a camera's frames. With it (253f208 to 1a6a323) the live node's ``prepare``
+    stage took 5.8-5.9 ms p50 on an H200 and an H100, where it had taken 1.5 and 0.6 ms
+    with numpy's copy, while the same resize alone in a loop took 0.13 ms: the copy is
+    the suspect (the other changes to that path were measured alone), numpy's is back.
+    """
+    try:
+        np.copyto(dst.numpy(), src.numpy())
+    except TypeError:  # a dtype numpy lacks (bfloat16): PyTorch's copy
+        dst.copy_(src)
 
 
 _UPLOAD = _PinnedUpload()
