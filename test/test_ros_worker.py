@@ -133,6 +133,28 @@ def test_queue_is_bounded_newest_wins_and_round_robin():
     assert q.clear() == 1
 
 
+def test_hand_over_yields_the_gil_only_to_a_waiting_worker(monkeypatch):
+    from lingbot_ros.ros import worker as worker_mod
+    q, slept = FrameQueue(1, 2), []
+    real_sleep = time.sleep
+    monkeypatch.setattr(worker_mod.time, 'sleep', lambda s: slept.append(s) or real_sleep(s))
+    q.put(_frame(0, 1))
+    q.hand_over()
+    assert slept == []  # no worker waits: straight back to the executor
+    assert q.get(0.0).stamp_ns == 1
+    got = []
+    taker = threading.Thread(target=lambda: got.append(q.get(5.0)))
+    taker.start()
+    deadline = time.monotonic() + 5.0
+    while not q._waiting:  # the taker blocked in get()
+        assert time.monotonic() < deadline
+        real_sleep(0.001)
+    q.put(_frame(0, 2))
+    q.hand_over()
+    taker.join(5.0)
+    assert slept == [0] and [f.stamp_ns for f in got] == [2]
+
+
 def test_scale_frames_come_out_together_with_their_stamps():
     cams, _, sink, worker = _rig()
     for stamp in (10, 20, 30):

@@ -123,6 +123,7 @@ class Intake:
         dropped = queue.put(Frame(cam.index, rgb, stamp, now, msg.header.frame_id))
         if dropped is not None:
             cam.counters.on_dropped()
+        queue.hand_over()
 
 
 def read_image(sample: Any) -> Any:

