@@ -135,6 +135,7 @@ def relay(args: argparse.Namespace) -> int:
             return
         began_at[stamp] = began
         queue.put(Frame(0, np.frombuffer(msg.data, np.uint8), stamp, time.monotonic(), frame))
+        queue.hand_over()
 
     def work() -> None:  # the node's worker, with no model: straight to the output thread
         while not stop.is_set():
