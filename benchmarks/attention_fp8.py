@@ -26,8 +26,8 @@ only; needs FlashInfer (the float8 kernel builds at its first call, about 75 s).
 from __future__ import annotations
 
 import time
-from typing import Callable
 
+from device_timing import device_ms
 import flashinfer
 import torch
 import torch.nn.functional as F  # noqa: N812
@@ -68,19 +68,6 @@ def _merge(parts: torch.Tensor, lse: torch.Tensor, splits: int) -> torch.Tensor:
     return (parts * w[..., None]).sum(0) / w.sum(0)[..., None]
 
 
-def _timed(fn: Callable[[], object], n: int = 40) -> float:
-    for _ in range(3):
-        fn()
-    torch.cuda.synchronize()
-    a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    a.record()
-    for _ in range(n):
-        fn()
-    b.record()
-    torch.cuda.synchronize()
-    return a.elapsed_time(b) / n
-
-
 def _error(out: torch.Tensor, ref: torch.Tensor) -> str:
     out = out.float()
     return (f'err rel {((out - ref).norm() / ref.norm()).item():.4f}, '
@@ -112,20 +99,20 @@ def main() -> int:
     half = [x.bfloat16() for x in (q, k, v)]
     for splits in SPLITS:
         call, out = _run(workspace, *half, torch.bfloat16, splits)
-        print(f'bf16 fa3, {splits} key parts: {_timed(call):.3f} ms/layer, {_error(out, ref)}')
+        print(f'bf16 fa3, {splits} key parts: {device_ms(call):.3f} ms/layer, {_error(out, ref)}')
     eight = [x.clamp(-448, 448).to(FP8) for x in (q, k, v)]
     ones = torch.ones(HEADS, dtype=torch.float32, device=device)   # per-head scales
     for splits in SPLITS:
         t = time.perf_counter()
         call, out = _run(workspace, *eight, FP8, splits, ones, ones, ones)
         print(f'fp8 fa3, {splits} key parts (first call {time.perf_counter() - t:.1f} s): '
-              f'{_timed(call):.3f} ms/layer, {_error(out, ref)}')
+              f'{device_ms(call):.3f} ms/layer, {_error(out, ref)}')
     call, out = _run(workspace, *[x.bfloat16() for x in eight], torch.bfloat16, 1)
     print(f'bf16 kernel on fp8-rounded q, k, v: {_error(out, ref)} (the rounding alone)')
 
     def quantise():
         return q.bfloat16().clamp(-448, 448).to(FP8)
-    print(f'quantising the queries of one layer: {_timed(quantise) * 1e3:.1f} us')
+    print(f'quantising the queries of one layer: {device_ms(quantise) * 1e3:.1f} us')
     return 0
 
 

@@ -24,23 +24,10 @@ cheapest. Example: ``python benchmarks/copy_variants.py`` (CUDA only).
 
 from __future__ import annotations
 
+from device_timing import device_ms
 import torch
 
 HEADS, HEAD_DIM, TOKENS, PARTS = 16, 64, 978, 4
-
-
-def timed(fn, n: int = 200) -> float:
-    """Return microseconds per call of ``fn`` on the device (after a warm-up)."""
-    for _ in range(5):
-        fn()
-    torch.cuda.synchronize()
-    a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    a.record()
-    for _ in range(n):
-        fn()
-    b.record()
-    torch.cuda.synchronize()
-    return a.elapsed_time(b) / n * 1e3
 
 
 def main() -> int:
@@ -67,7 +54,7 @@ def main() -> int:
     }
     print(torch.cuda.get_device_name(dev))
     for name, fn in cases.items():
-        print(f'{timed(fn):8.2f} us  {name}')
+        print(f'{device_ms(fn, 200, 5) * 1e3:8.2f} us  {name}')
     return 0
 
 

@@ -51,7 +51,7 @@ import subprocess
 import sys
 import threading
 import time
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 from lingbot_ros.ros.counters import Stage
 import numpy as np
@@ -511,12 +511,16 @@ def main(argv: Optional[list] = None) -> int:
         return viewer(argv[1:])
     args = parse_args(argv)
     os.environ.setdefault('ROS_AUTOMATIC_DISCOVERY_RANGE', 'LOCALHOST')
-    report = run(args)
-    text = text_report(report)
-    Path(args.out + '.json').write_text(json.dumps(report, indent=1))
-    Path(args.out + '.txt').write_text(text + '\n')
-    print(text)
+    write_report(args.out, run(args), text_report)
     return 0
+
+
+def write_report(prefix: str, report: dict, to_text: Callable[[dict], str]) -> None:
+    """Write ``PREFIX.json`` (the report) and ``PREFIX.txt`` (its text), and print the text."""
+    text = to_text(report)
+    Path(prefix + '.json').write_text(json.dumps(report, indent=1))
+    Path(prefix + '.txt').write_text(text + '\n')
+    print(text)
 
 
 if __name__ == '__main__':

@@ -307,11 +307,7 @@ def main(argv: Optional[list] = None) -> int:
     if args.relay:
         return relay(args)
     os.environ.setdefault('ROS_AUTOMATIC_DISCOVERY_RANGE', 'LOCALHOST')
-    report = run(args)
-    text = text_report(report)
-    Path(args.out + '.json').write_text(json.dumps(report, indent=1))
-    Path(args.out + '.txt').write_text(text + '\n')
-    print(text)
+    live_node.write_report(args.out, run(args), text_report)
     return 0
 
 
