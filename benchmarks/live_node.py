@@ -127,14 +127,17 @@ def _diag_near(snapshots: list, when: float) -> dict:
     return snapshots[-1][1] if snapshots else {}
 
 
+def stamp_blocks(stamps: list, warmup: int, block: int) -> list:
+    """Return (first frame, stamps) per block after the warm-up; a short last one is left out."""
+    kept = sorted(stamps)[warmup:]
+    parts = [(warmup + i, kept[i:i + block]) for i in range(0, len(kept), block)]
+    return [(first, part) for first, part in parts if len(part) >= max(2, block // 2)]
+
+
 def block_rows(record: CameraRecord, warmup: int, block: int, node_diag: list) -> list:
     """Per block of the counter's stamps after the warm-up: processed and latencies."""
-    stamps = sorted(record.stamps)[warmup:]
     rows = []
-    for i in range(0, len(stamps), block):
-        part = stamps[i:i + block]
-        if len(part) < max(2, block // 2):
-            break
+    for first, part in stamp_blocks(record.stamps, warmup, block):
         pose_ms = [(record.pose_at[s] - s) / 1e6 for s in part if s in record.pose_at]
         last_ms = [(record.last_at[s] - s) / 1e6 for s in part if s in record.last_at]
         # the same image's stamp to this process's own (bare rclpy) callback: what DDS and
@@ -144,7 +147,7 @@ def block_rows(record: CameraRecord, warmup: int, block: int, node_diag: list) -
         d = _diag_near(record.diag, end / 1e9)
         n = _diag_near(node_diag, end / 1e9)
         rows.append({
-            'first_frame': warmup + i, 'frames': len(part), 'processed': len(pose_ms),
+            'first_frame': first, 'frames': len(part), 'processed': len(pose_ms),
             'pose_ms_p50': _pct(pose_ms, 50), 'pose_ms_p99': _pct(pose_ms, 99),
             'last_msg_ms_p50': _pct(last_ms, 50), 'last_msg_ms_p99': _pct(last_ms, 99),
             'counter_arrival_ms_p50': _pct(here_ms, 50),

@@ -167,29 +167,22 @@ def relay(args: argparse.Namespace) -> int:
     return 0
 
 
-def _pct(values: list, q: float) -> Optional[float]:
-    return float(np.percentile(values, q)) if values else None
+def _ms(values: list) -> dict:
+    return {'p50': live_node._pct(values, 50), 'p99': live_node._pct(values, 99)}
 
 
 def blocks(rec: Any, relayed: dict, warmup: int, block: int) -> list:
     """Per block of the counter's stamps after the warm-up: the floor's latencies, ms."""
-    stamps = sorted(rec.stamps)[warmup:]
     out = []
-    for i in range(0, len(stamps), block):
-        part = stamps[i:i + block]
-        if len(part) < max(2, block // 2):
-            break
+    for first, part in live_node.stamp_blocks(rec.stamps, warmup, block):
         got = [s for s in part if s in relayed]
-
-        def ms(values: list) -> dict:
-            return {'p50': _pct(values, 50), 'p99': _pct(values, 99)}
         out.append({
-            'first_frame': warmup + i, 'frames': len(part), 'relayed': len(got),
-            'relay_arrival_ms': ms([(relayed[s][0] - s) / 1e6 for s in got]),
-            'relay_send_ms': ms([(relayed[s][1] - relayed[s][0]) / 1e6 for s in got]),
-            'pose_ms': ms([(rec.pose_at[s] - s) / 1e6 for s in part if s in rec.pose_at]),
-            'last_ms': ms([(rec.last_at[s] - s) / 1e6 for s in part if s in rec.last_at]),
-            'counter_arrival_ms': ms([(rec.image_at[s] - s) / 1e6 for s in part
+            'first_frame': first, 'frames': len(part), 'relayed': len(got),
+            'relay_arrival_ms': _ms([(relayed[s][0] - s) / 1e6 for s in got]),
+            'relay_send_ms': _ms([(relayed[s][1] - relayed[s][0]) / 1e6 for s in got]),
+            'pose_ms': _ms([(rec.pose_at[s] - s) / 1e6 for s in part if s in rec.pose_at]),
+            'last_ms': _ms([(rec.last_at[s] - s) / 1e6 for s in part if s in rec.last_at]),
+            'counter_arrival_ms': _ms([(rec.image_at[s] - s) / 1e6 for s in part
                                       if s in rec.image_at]),
         })
     return out
