@@ -23,7 +23,7 @@ numbers agree within rounding; that test is skipped without CUDA.
 
 from lingbot_ros.cache.dense import DenseStreamCache
 from lingbot_ros.model.checkpoint import load_model
-from lingbot_ros.model.compiled import compile_blocks
+from lingbot_ros.model.compiled import compile_blocks, compile_depth_decoder
 from lingbot_ros.model.config import ModelConfig
 from lingbot_ros.model.layers import Block
 from lingbot_ros.streaming.config import ConfigError, EngineConfig
@@ -56,6 +56,8 @@ def test_every_block_gets_the_compiled_pair_and_traced_pieces_equal_the_plain_on
     blocks = [m for m in model.modules() if isinstance(m, Block)]
     assert compile_blocks(model, backend='eager') == len(blocks) > 0
     assert len({id(b.pieces) for b in blocks}) == 1
+    assert compile_depth_decoder(model, backend='eager') == 1
+    assert model.depth_head.decoder is not None
     traced = _stream(model, frames)
     for (pp, dp), (pt, dt) in zip(plain, traced):
         assert torch.equal(pp, pt) and torch.equal(dp, dt)
@@ -80,6 +82,7 @@ def test_inductor_pieces_agree_with_the_plain_model_on_the_gpu(dtype):
     plain = _stream(load_model(cfg, None, device='cuda', seed=3, autocast_dtype=dtype), frames)
     model = load_model(cfg, None, device='cuda', seed=3, autocast_dtype=dtype)
     compile_blocks(model)
+    compile_depth_decoder(model)
     fused = _stream(model, frames)
     # Fused norms sum in another order; the depth head magnifies that (float32 on the H200:
     # poses within 1e-4, depth within 2.9e-3 of values near 1). bf16: bf16 rounding.

@@ -35,7 +35,7 @@ the last convolution and the ``exp`` activations stay float32.
 from __future__ import annotations
 
 import math
-from typing import List, Optional, Sequence, Tuple
+from typing import Callable, List, Optional, Sequence, Tuple
 
 import torch
 from torch import nn
@@ -151,6 +151,7 @@ class DepthHead(nn.Module):
         self.scratch = scratch
         self._pos_cache: dict = {}
         self.autocast_dtype: Optional[torch.dtype] = None  # None: float32, autocast off
+        self.decoder: Optional[Callable] = None  # compiled decode_chunk; None: eager
 
     def forward(self, layer_outputs: List[torch.Tensor], image_hw: Tuple[int, int],
                 patch_start: int = 6) -> Tuple[torch.Tensor, torch.Tensor]:
@@ -164,49 +165,70 @@ class DepthHead(nn.Module):
             raise ValueError(f'expected 4 layer outputs, got {len(layer_outputs)}')
         s = layer_outputs[0].shape[1]
         step = s if not self.chunk or self.chunk >= s else self.chunk
+        positions = self._positions(image_hw, layer_outputs[0].device)
+        decode = self.decoder or decode_chunk
         depths, confs = [], []
-        with head_autocast(layer_outputs[0].device.type, self.autocast_dtype):
-            for start in range(0, s, step):
-                chunk = [t[:, start:start + step, patch_start:].float() for t in layer_outputs]
-                d, c = self._decode(chunk, image_hw)
-                depths.append(d)
-                confs.append(c)
+        for start in range(0, s, step):
+            chunk = [t[:, start:start + step, patch_start:] for t in layer_outputs]
+            d, c = decode(self, chunk, image_hw, positions)
+            depths.append(d)
+            confs.append(c)
         if len(depths) == 1:
             return depths[0], confs[0]
         return torch.cat(depths, dim=1), torch.cat(confs, dim=1)
 
-    def _pos(self, h: int, w: int, channels: int, aspect: float,
-             device: torch.device) -> torch.Tensor:
-        key = (h, w, channels, aspect, str(device))
-        emb = self._pos_cache.get(key)
-        if emb is None:
-            emb = position_embedding(h, w, channels, aspect, device)
-            self._pos_cache[key] = emb
-        return emb
-
-    def _decode(self, layers: List[torch.Tensor],
-                image_hw: Tuple[int, int]) -> Tuple[torch.Tensor, torch.Tensor]:
+    def _positions(self, image_hw: Tuple[int, int],
+                   device: torch.device) -> Tuple[torch.Tensor, ...]:
+        """The position maps a decode adds: one per projection, then the full-size one."""
         height, width = image_hw
-        ph, pw = height // self.patch_size, width // self.patch_size
-        aspect = width / height
-        b, s = layers[0].shape[:2]
-        low = self.autocast_dtype is not None
+        key = (height, width, str(device))
+        maps = self._pos_cache.get(key)
+        if maps is None:
+            ph, pw = height // self.patch_size, width // self.patch_size
+            aspect = width / height
+            channels = [p.out_channels for p in self.projects]
+            channels.append(self.scratch.output_conv1.out_channels)
+            sizes = [(ph, pw)] * len(self.projects) + [(ph * self.patch_size,
+                                                         pw * self.patch_size)]
+            maps = tuple(position_embedding(h, w, c, aspect, device)
+                         for (h, w), c in zip(sizes, channels))
+            self._pos_cache[key] = maps
+        return maps
+
+
+def decode_chunk(head: DepthHead, layers: List[torch.Tensor], image_hw: Tuple[int, int],
+                 positions: Sequence[torch.Tensor]) -> Tuple[torch.Tensor, torch.Tensor]:
+    """
+    Decode one chunk of frames: ``layers`` [B, S, P, 2C] patch tokens -> depth, confidence.
+
+    A function of the head, not a method, so that ``torch.compile`` can route every call
+    through one compiled graph per shape with the head's weights as inputs (see
+    :func:`lingbot_ros.model.compiled.compile_depth_decoder`): in half precision the
+    eager decoder is ~120 small kernels, its bias adds and resizes far below the memory
+    bandwidth. ``positions`` are the head's position maps for ``image_hw``.
+    """
+    height, width = image_hw
+    patch = head.patch_size
+    ph, pw = height // patch, width // patch
+    b, s = layers[0].shape[:2]
+    low = head.autocast_dtype is not None
+    with head_autocast(layers[0].device.type, head.autocast_dtype):
         feats = []
         for i, tokens in enumerate(layers):
-            x = self.norm(tokens.reshape(b * s, ph * pw, tokens.shape[-1]))
+            x = head.norm(tokens.float().reshape(b * s, ph * pw, tokens.shape[-1]))
             x = x.permute(0, 2, 1).reshape(b * s, -1, ph, pw)  # a channels-last view
-            x = self.projects[i](x)
-            x.add_(self._pos(ph, pw, x.shape[1], aspect, x.device))
-            feats.append(self.resize_layers[i](x))
-        sc = self.scratch
+            x = head.projects[i](x)
+            x.add_(positions[i])
+            feats.append(head.resize_layers[i](x))
+        sc = head.scratch
         l1, l2, l3, l4 = (getattr(sc, f'layer{i + 1}_rn')(f) for i, f in enumerate(feats))
         feats = x = None  # let the projections go before the full-resolution stages
         out = sc.refinenet4(l4, None, l3.shape[2:])
         out = sc.refinenet3(out, l3, l2.shape[2:])
         out = sc.refinenet2(out, l2, l1.shape[2:])
         out = sc.refinenet1(out, l1, (2 * l1.shape[2], 2 * l1.shape[3]))
-        out = _resize(sc.output_conv1(out), (ph * self.patch_size, pw * self.patch_size))
-        out.add_(self._pos(out.shape[2], out.shape[3], out.shape[1], aspect, out.device))
+        out = _resize(sc.output_conv1(out), (ph * patch, pw * patch))
+        out.add_(positions[-1])
         if low:
             last = sc.output_conv2[-1]
             out = float32_output(last, sc.output_conv2[:-1](out))
@@ -214,4 +236,4 @@ class DepthHead(nn.Module):
             out = sc.output_conv2(out)
         depth = out[:, 0].exp().reshape(b, s, out.shape[2], out.shape[3], 1)
         conf = (1 + out[:, 1].exp()).reshape(b, s, out.shape[2], out.shape[3])
-        return depth, conf
+    return depth, conf

@@ -281,10 +281,12 @@ class Engine:
         blocks, compile_status = 0, 'off'
         if cfg.torch_compile:
             if device.type == 'cuda':
-                from lingbot_ros.model.compiled import compile_blocks, kernel_cache_dir
+                from lingbot_ros.model.compiled import (compile_blocks, compile_depth_decoder,
+                                                        kernel_cache_dir)
                 blocks = compile_blocks(model)
-                compile_status = (f'on ({blocks} blocks; each shape compiles at its first '
-                                  f'call; kernels kept in {kernel_cache_dir()})')
+                decoder = ' and the depth decoder' if compile_depth_decoder(model) else ''
+                compile_status = (f'on ({blocks} blocks{decoder}; each shape compiles at its '
+                                  f'first call; kernels kept in {kernel_cache_dir()})')
             else:
                 compile_status = f'off: needs CUDA (device {device})'
         if cfg.checkpoint is None:
