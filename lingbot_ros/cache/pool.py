@@ -31,6 +31,7 @@ import torch
 
 from .backends import KV_STORAGE
 from .layout import StreamLayout
+from .words import copy_words
 
 
 class KVPool:
@@ -94,6 +95,6 @@ class KVPool:
         return self.k[layer].view(shape), self.v[layer].view(shape)
 
     def move_pages(self, src: int, dst: int) -> None:
-        """Copy page ``src`` onto page ``dst`` in every layer (keys and values)."""
-        self.k[:, dst].copy_(self.k[:, src])
-        self.v[:, dst].copy_(self.v[:, src])
+        """Copy page ``src`` onto page ``dst`` in every layer (keys and values), as words."""
+        for pool in (self.k, self.v):
+            copy_words(pool[:, dst], pool[:, src])

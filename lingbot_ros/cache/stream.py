@@ -48,6 +48,7 @@ from .page_table import PageTable, Run
 from .pool import KVPool
 from .slots import SlotAllocator
 from .stats import CacheStats
+from .words import as_words, WORD
 
 
 class PagedStreamCache:
@@ -399,10 +400,14 @@ def _scatter_rows(dst: torch.Tensor, rows: torch.Tensor, src: torch.Tensor) -> N
     """
     ``dst[rows] = src`` along dim 0, in place and capturable, for every pool dtype.
 
-    PyTorch has no ``index_copy_`` for float8 (CPU or CUDA): a float8 pool is written
-    through its bytes, which index_copy_ moves unchanged.
+    The rows move as 8-byte words where they fit (``words.as_words``: a quarter of the
+    kernel's steps); otherwise a float8 pool is written through its bytes, since PyTorch
+    has no ``index_copy_`` for float8 (CPU or CUDA).
     """
-    if is_fp8(dst.dtype):
+    words_dst, words_src = as_words(dst), as_words(src)
+    if words_dst.dtype == words_src.dtype == WORD:
+        dst, src = words_dst, words_src
+    elif is_fp8(dst.dtype):
         dst, src = dst.view(torch.uint8), src.view(torch.uint8)
     dst.index_copy_(0, rows, src)
 
