@@ -43,7 +43,7 @@ from typing import Optional
 import torch
 from torch import nn
 
-from .depth_head import DepthHead, decode_chunk
+from .depth_head import decode_chunk, DepthHead
 from .layers import Block, block_post_attention, block_pre_attention
 
 RECOMPILES = 64   # shape/dtype variants kept per piece (dynamo's default, 8, is too few)
@@ -59,7 +59,7 @@ def kernel_cache_dir() -> Path:
 
 
 def _compile(fn, backend: Optional[str]):
-    """``torch.compile`` ``fn`` as one graph per shape, kernels kept in :func:`kernel_cache_dir`."""
+    """Compile ``fn`` as one graph per shape, its kernels kept in :func:`kernel_cache_dir`."""
     os.environ['TORCHINDUCTOR_CACHE_DIR'] = str(kernel_cache_dir())  # read at compile time
     config = torch._dynamo.config
     name = 'recompile_limit' if hasattr(config, 'recompile_limit') else 'cache_size_limit'

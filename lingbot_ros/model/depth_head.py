@@ -179,7 +179,7 @@ class DepthHead(nn.Module):
 
     def _positions(self, image_hw: Tuple[int, int],
                    device: torch.device) -> Tuple[torch.Tensor, ...]:
-        """The position maps a decode adds: one per projection, then the full-size one."""
+        """Return the position maps a decode adds: one per projection, then the full-size one."""
         height, width = image_hw
         key = (height, width, str(device))
         maps = self._pos_cache.get(key)
@@ -188,8 +188,8 @@ class DepthHead(nn.Module):
             aspect = width / height
             channels = [p.out_channels for p in self.projects]
             channels.append(self.scratch.output_conv1.out_channels)
-            sizes = [(ph, pw)] * len(self.projects) + [(ph * self.patch_size,
-                                                         pw * self.patch_size)]
+            full = (ph * self.patch_size, pw * self.patch_size)
+            sizes = [(ph, pw)] * len(self.projects) + [full]
             maps = tuple(position_embedding(h, w, c, aspect, device)
                          for (h, w), c in zip(sizes, channels))
             self._pos_cache[key] = maps
