@@ -46,7 +46,9 @@ imports never meet ours):
   on CUDA, SDPA elsewhere), ``ours-bf16-fp8cache`` (``kv_cache_dtype: float8_e4m3``; CUDA only),
   ``ours-bf16-heads`` (``ours-bf16`` with the camera and depth heads under autocast too,
   ``head_dtype: compute``), ``ours-bf16-heads16`` (the heads under float16 autocast,
-  ``head_dtype: float16``), ``ours-bf16-weights`` (``weights_dtype: compute``: the heads'
+  ``head_dtype: float16``), ``ours-bf16-heads16-compiled`` (that with ``torch_compile:
+  true``, as ``side_by_side.py --ours-compile --ours-head-dtype float16`` times it),
+  ``ours-bf16-weights`` (``weights_dtype: compute``: the heads'
   linear and convolution weights in bf16, computing in float32, as the 8 GB profile),
   through our public streaming API (Engine, Session);
 - ``ref-fp32`` (its SDPA path, ``use_sdpa=True``) and ``ref-bf16`` (on CUDA its FlashInfer path
@@ -139,6 +141,7 @@ class RunKind(str, enum.Enum):
     OURS_BF16_FP8 = 'ours-bf16-fp8cache'
     OURS_BF16_HEADS = 'ours-bf16-heads'
     OURS_BF16_HEADS16 = 'ours-bf16-heads16'
+    OURS_BF16_HEADS16_COMPILED = 'ours-bf16-heads16-compiled'
     OURS_BF16_WEIGHTS = 'ours-bf16-weights'
     REF_FP32 = 'ref-fp32'
     REF_BF16 = 'ref-bf16'
@@ -163,7 +166,14 @@ class RunKind(str, enum.Enum):
         """Return our ``head_dtype`` for the run: what the heads compute in."""
         from lingbot_ros.streaming.config import HeadDtype  # ours only in our children
         return {RunKind.OURS_BF16_HEADS: HeadDtype.COMPUTE,
-                RunKind.OURS_BF16_HEADS16: HeadDtype.FLOAT16}.get(self, HeadDtype.FLOAT32)
+                RunKind.OURS_BF16_HEADS16: HeadDtype.FLOAT16,
+                RunKind.OURS_BF16_HEADS16_COMPILED: HeadDtype.FLOAT16}.get(self,
+                                                                           HeadDtype.FLOAT32)
+
+    @property
+    def compiled(self) -> bool:
+        """Return whether the run has ``torch_compile`` on (as side_by_side.py times ours)."""
+        return self is RunKind.OURS_BF16_HEADS16_COMPILED
 
     @property
     def low_weights(self) -> bool:
@@ -580,7 +590,8 @@ def run_ours(run: RunKind, settings: Settings, weights: Path,
                        else KvCacheDtype.AUTO,
                        head_dtype=run.head_dtype,
                        weights_dtype=WeightsDtype.COMPUTE if run.low_weights
-                       else WeightsDtype.AUTO)
+                       else WeightsDtype.AUTO,
+                       torch_compile=run.compiled)
     engine = Engine.load(cfg, progress=lambda msg: print(f'[{run.value}] {msg}', flush=True))
     load_s = time.perf_counter() - t0
     stream = StreamConfig(scale_frames=settings.scale_frames,
@@ -617,7 +628,8 @@ def run_ours(run: RunKind, settings: Settings, weights: Path,
              'backend': engine.backend.value, 'backend_reason': engine.backend_reason,
              'dtype': cfg.dtype, 'kv_cache_dtype': str(engine.kv_dtype).replace('torch.', ''),
              'head_dtype': cfg.head_dtype.value,
-             'cuda_graphs': engine.graph_status, 'evictions': int(stats.evictions),
+             'cuda_graphs': engine.graph_status, 'torch_compile': engine.compile_status,
+             'evictions': int(stats.evictions),
              'keyframes': int(stats.keyframes), 'model': engine.description,
              'tf32': tf32, 'device': device_name(engine.device)}
     return arrays, facts
@@ -1056,7 +1068,8 @@ def _measure(runs: Sequence[RunKind], settings: Settings, reference: Optional[Pa
         'Float32 runs: TF32 off. bf16 runs: PyTorch defaults (cuDNN convolutions of the '
         'float32 heads may use TF32), as deployed; ours-bf16-heads: the heads under bf16 '
         'autocast too (head_dtype compute); ours-bf16-heads16: under float16 autocast '
-        '(head_dtype float16).',
+        '(head_dtype float16); ours-bf16-heads16-compiled: that with torch_compile on (on '
+        'CUDA; elsewhere the engine says it is off).',
         f'Baseline: {baseline.value}' + ('' if baseline is RunKind.REF_FP32 else
                                          ' (ref-fp32 did not run)'),
     ]
