@@ -112,9 +112,10 @@ SPECS: tuple[Spec, ...] = (
          "the cache included, and each live frame's resize as one more (CUDA only; falls "
          'back to eager, reported in diagnostics).',
          read_only=True),
-    Spec('torch_compile', False, "torch.compile the blocks' work around attention (CUDA "
-         'only): about 7 ms less per frame on the H200, but the first frames compile for tens '
-         'of seconds (less once PyTorch has cached the kernels on the machine).',
+    Spec('torch_compile', False, "torch.compile the blocks' work around attention and the "
+         'depth decoder (CUDA only): about 7 ms less per frame on the H200, but the first '
+         'frames compile for tens of seconds (less once PyTorch has cached the kernels on '
+         'the machine).',
          read_only=True),
     Spec('attention_kv_splits', 0, "FlashInfer: cut each frame's cached keys into this many "
          'parts that run side by side, so one frame fills the GPU (0: chosen from the frame '

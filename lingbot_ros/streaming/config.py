@@ -274,7 +274,8 @@ class EngineConfig:
     changes on a float32 engine.
 
     ``torch_compile`` (CUDA only, off by default) fuses what each transformer block
-    computes around attention with ``torch.compile`` (see :mod:`lingbot_ros.model.compiled`):
+    computes around attention, and the depth decoder, with ``torch.compile`` (see
+    :mod:`lingbot_ros.model.compiled`):
     faster frames, but the first call of each shape compiles for tens of seconds.
 
     ``attention_kv_splits`` (FlashInfer): into how many parts each call's cached keys are

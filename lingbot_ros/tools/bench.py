@@ -239,7 +239,8 @@ def _parser() -> argparse.ArgumentParser:
                    help='also run in float32 and report the pose drift')
     p.add_argument('--eager', action='store_true', help='no CUDA graphs (as the reference)')
     p.add_argument('--compile', action='store_true',
-                   help="torch.compile the blocks' pieces around attention (CUDA only)")
+                   help="torch.compile the blocks' pieces around attention and the depth "
+                        'decoder (CUDA only)')
     p.add_argument('--kv-splits', type=int, default=0,
                    help='FlashInfer key parts per frame (0: auto)')
     p.add_argument('--head-dtype', default=HeadDtype.FLOAT32.value,

@@ -23,10 +23,11 @@ the robot's container build; the node's later starts then load them in seconds. 
 weights. Exit status 0 when the kernels the node would use are ready (or it would use SDPA,
 which needs none), 1 when the asked-for backend failed.
 
-With ``torch_compile: true`` it also compiles the model's blocks for a 640x480 camera (random
-weights: compiled kernels do not depend on weight values), which fills PyTorch's on-disk
-kernel cache (``TORCHINDUCTOR_CACHE_DIR``, or ``~/.cache/lingbot_ros/torchinductor`` when it
-is not set) so the node's own warm-up takes seconds.
+With ``torch_compile: true`` it also compiles the model's blocks and depth decoder for a
+640x480 camera (random weights: compiled kernels do not depend on weight values), which fills
+PyTorch's on-disk kernel cache (``TORCHINDUCTOR_CACHE_DIR``, or
+``~/.cache/lingbot_ros/torchinductor`` when it is not set) so the node's own warm-up takes
+seconds.
 """
 
 from __future__ import annotations
