@@ -29,6 +29,7 @@ from __future__ import annotations
 import torch
 
 WORD = torch.int64
+WORD_BYTES = torch.iinfo(WORD).bits // 8
 
 
 def as_words(t: torch.Tensor) -> torch.Tensor:
@@ -38,8 +39,7 @@ def as_words(t: torch.Tensor) -> torch.Tensor:
     They fit when the last dimension is contiguous and every offset and stride, in bytes,
     is a whole number of words. The result is a view: writing it writes ``t``.
     """
-    size = t.element_size()
-    word = torch.empty((), dtype=WORD).element_size()
+    size, word = t.element_size(), WORD_BYTES
     if size >= word or t.dim() == 0 or t.stride(-1) != 1 or (t.shape[-1] * size) % word:
         return t
     if (t.storage_offset() * size) % word or \
