@@ -35,7 +35,7 @@ import torch.nn.functional as F
 
 from .cached_attention import attend_uncached, CachedAttention
 from .config import ModelConfig
-from .layers import Block, float32_output, head_autocast, keep_float32
+from .layers import Block, float32_output, gelu_linear, head_autocast, keep_float32
 
 POSE_DIM = 9  # translation (3), quaternion x y z w (4), fov_h, fov_w
 
@@ -49,7 +49,7 @@ class _PoseBranch(nn.Module):
         self.fc2 = keep_float32(nn.Linear(dim // 2, POSE_DIM))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        hidden = F.gelu(self.fc1(x))
+        hidden = gelu_linear(self.fc1, x)
         if torch.is_autocast_enabled(x.device.type):
             return float32_output(self.fc2, hidden)
         return self.fc2(hidden)
