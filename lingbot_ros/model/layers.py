@@ -131,7 +131,7 @@ def gelu_epilogue(fc: nn.Linear, x: torch.Tensor, dtype: torch.dtype) -> torch.T
 
 
 class Mlp(nn.Module):
-    """Two linear layers with GELU between them (exact; see :func:`gelu_linear`)."""
+    """Two linear layers with GELU between them, the exact one or fused (:func:`gelu_linear`)."""
 
     def __init__(self, dim: int, hidden: int) -> None:
         super().__init__()
