@@ -36,7 +36,9 @@ DOMAIN = dds_domain(123)
 ROOT = Path(__file__).resolve().parents[1]
 NAME = 'lingbot_intake'
 TOPIC = '/intake/image_raw'
-FRAMES, RATE = 60, 15.0
+# 200 frames: at 60, the 99 % meant every frame, and the 2-core CI machine once lost one
+# best-effort sample under load (59 of 60); 99 % of 200 lets two go, each one counted
+FRAMES, RATE = 200, 15.0
 
 
 def _node(log, env):
