@@ -48,7 +48,7 @@ from .page_table import PageTable, Run
 from .pool import KVPool
 from .slots import SlotAllocator
 from .stats import CacheStats
-from .words import as_words, WORD
+from .words import pair_as_words
 
 
 class PagedStreamCache:
@@ -404,9 +404,9 @@ def _scatter_rows(dst: torch.Tensor, rows: torch.Tensor, src: torch.Tensor) -> N
     kernel's steps); otherwise a float8 pool is written through its bytes, since PyTorch
     has no ``index_copy_`` for float8 (CPU or CUDA).
     """
-    words_dst, words_src = as_words(dst), as_words(src)
-    if words_dst.dtype == words_src.dtype == WORD:
-        dst, src = words_dst, words_src
+    words = pair_as_words(dst, src)
+    if words is not None:
+        dst, src = words
     elif is_fp8(dst.dtype):
         dst, src = dst.view(torch.uint8), src.view(torch.uint8)
     dst.index_copy_(0, rows, src)

@@ -49,13 +49,17 @@ def as_words(t: torch.Tensor) -> torch.Tensor:
     return t.view(WORD)
 
 
+def pair_as_words(dst: torch.Tensor,
+                  src: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """Return both tensors as words (:func:`as_words`) if both fit, else None."""
+    wd, ws = as_words(dst), as_words(src)
+    return (wd, ws) if wd.dtype == ws.dtype == WORD else None
+
+
 def copy_words(dst: torch.Tensor, src: torch.Tensor) -> None:
     """``dst.copy_(src)`` for two tensors of one dtype and shape, moved as words where both fit."""
     if dst.dtype != src.dtype or dst.shape != src.shape:
         raise ValueError(f'copy_words needs one dtype and shape: {dst.dtype} {tuple(dst.shape)} '
                          f'<- {src.dtype} {tuple(src.shape)}')
-    wd, ws = as_words(dst), as_words(src)
-    if wd.dtype == ws.dtype == WORD:
-        wd.copy_(ws)
-    else:
-        dst.copy_(src)
+    dst, src = pair_as_words(dst, src) or (dst, src)
+    dst.copy_(src)
