@@ -13,7 +13,11 @@
 #   bench_pieces the same with each aggregator block through its compiled pre/post pair
 #                (bench_variant.py pieces): what the compiled layer_step buys
 #   drift        bf16_drift.py: ours in float32, float16 heads eager and compiled, the reference
-#   tests        the GPU tests (test_cache_gpu, test_graphs_gpu, test_engine_gpu first)
+#   tests        the GPU tests (test_cache_gpu, test_graphs_gpu, test_engine_gpu first),
+#                at most TESTS_S seconds (default 200)
+#   use_kernels  FlashInfer's kernels of an earlier call, from .kernels/ (carried), loaded
+#                without building them (benchmarks/device_kernels.sh use)
+#   save_kernels the kernels built in this call into $OUT, for the next (device_kernels.sh save)
 # COMMIT names our commit for the results (the machine's copy of .git may be stale);
 # LOGS is where the outputs collect (default /tmp/issue16); each step ends by packing them
 # into $OUT/issue16_logs.tgz, so a call cut short still returns what finished.
@@ -47,10 +51,12 @@ for step in "$@"; do
                --ours-commit "$COMMIT" --work /tmp/issue16_drift --resume --timeout 200 \
                --out "$LOGS/drift" > "$LOGS/drift_stdout.txt" 2>&1
            tail -n 22 "$LOGS/drift/bf16_drift.txt" 2>/dev/null || tail -n 20 "$LOGS/drift_stdout.txt" ;;
-    tests) $PY -m pytest -q -ra test/test_cache_gpu.py test/test_graphs_gpu.py test/test_engine_gpu.py \
+    use_kernels) bash benchmarks/device_kernels.sh use .kernels ;;
+    save_kernels) bash benchmarks/device_kernels.sh save "${OUT:-/tmp}" ;;
+    tests) timeout "${TESTS_S:-200}" $PY -m pytest -q -ra test/test_cache_gpu.py test/test_graphs_gpu.py test/test_engine_gpu.py \
                test/test_gelu_linear.py test/test_head_dtype.py test/test_compiled_blocks.py \
                test/test_words.py test/test_memory_gpu.py 2>&1 | tee "$LOGS/gpu_tests.txt" | tail -n 8 ;;
-    *) echo "unknown step: $step (prepare sbs bench bench_exact bench_pieces drift tests)"; exit 2 ;;
+    *) echo "unknown step: $step (prepare sbs bench bench_exact bench_pieces drift tests use_kernels save_kernels)"; exit 2 ;;
   esac
   echo "$step: $((SECONDS - t0)) s" | tee -a "$LOGS/steps.txt"
   [[ -n ${OUT:-} ]] && tar -czf "$OUT/issue16_logs.tgz" -C "$(dirname "$LOGS")" "$(basename "$LOGS")"

@@ -5,7 +5,7 @@
 # 640x480 rgb8 from the courthouse images. Run from the repository root after the wheel
 # install line of ../shared/device/README.md; OUT is the folder the results go to.
 # Usage: benchmarks/live_h200.sh [FRAMES_15HZ] [STEPS...]
-#   steps: floor dds prepare 15 rclpy 30 two soak restart outputs30 15p 30p twop soakp restartp
+#   steps: use_kernels save_kernels floor dds prepare 15 rclpy 30 two soak restart outputs30 15p 30p twop soakp restartp
 #   15p 30p twop soakp restartp: 15, 30, two, soak and restart with the model in a process
 #   of its own (model_process:=true), written beside the in-process runs as *_model_process
 #   floor: the ROS floor (benchmarks/ros_floor.py): a relay in the node's place sends a
@@ -17,6 +17,8 @@
 #   (odometry, TF, camera_info): what each group of outputs costs the step and its p99
 #   restart: a random-weight checkpoint file of the structure (untimed), then the node started
 #   on it twice (start-up by phase in the node's log and the report's first lines)
+#   use_kernels / save_kernels: FlashInfer's kernels of an earlier call from .kernels/, or this
+#   call's into $OUT for the next (benchmarks/device_kernels.sh)
 # SET="name:=value ..." adds node parameters to every step (e.g. SET="torch_compile:=true";
 # prepare then compiles ahead too)
 set -uo pipefail
@@ -49,6 +51,8 @@ for step in $STEPS; do
                ${DDS_TRANSPORTS:---transport package} \
                | tee -a "$OUT/logs/dds_images.txt"
          done ;;
+    use_kernels) bash benchmarks/device_kernels.sh use .kernels ;;
+    save_kernels) bash benchmarks/device_kernels.sh save "$OUT" ;;
     floor) echo "=== floor ($(date +%T))"
            timeout 150 $PY benchmarks/ros_floor.py --source "$SOURCE" --rate 15 --frames 450 \
                --out "$OUT/logs/ros_floor_15hz" | tail -n 4

@@ -14,12 +14,50 @@
 
 """Which attention backend a cache gets, and why (no GPU needed to decide)."""
 
+import sys
+import types
+
 from lingbot_ros.cache.backend_choice import USER_BACKENDS
-from lingbot_ros.cache.backends import AttentionBackend, FLASHINFER_HEAD_DIMS, resolve_backend
+from lingbot_ros.cache.backends import (AttentionBackend, FLASHINFER_HEAD_DIMS,
+                                        flashinfer_kernel_dir, flashinfer_kernels_built,
+                                        resolve_backend)
 from lingbot_ros.model.config import ConfigError
 from lingbot_ros.streaming.config import BACKENDS, EngineConfig
 import pytest
 import torch
+
+
+def _fake_flashinfer(monkeypatch, jit_dir, aot_dir):
+    """Stand in for ``flashinfer.jit.env``: only the two folders are read from it."""
+    env = types.SimpleNamespace(FLASHINFER_JIT_DIR=jit_dir, FLASHINFER_AOT_DIR=aot_dir)
+    jit = types.ModuleType('flashinfer.jit')
+    jit.env = env
+    monkeypatch.setitem(sys.modules, 'flashinfer', types.ModuleType('flashinfer'))
+    monkeypatch.setitem(sys.modules, 'flashinfer.jit', jit)
+    monkeypatch.setitem(sys.modules, 'flashinfer.jit.env', env)
+
+
+def _library(folder, name):
+    (folder / name).mkdir(parents=True)
+    (folder / name / f'{name}.so').write_bytes(b'')
+
+
+def test_kernels_count_where_flashinfer_builds_them_and_where_it_loads_them_unbuilt(
+        monkeypatch, tmp_path):
+    jit, aot = tmp_path / 'cached_ops', tmp_path / 'aot'
+    _fake_flashinfer(monkeypatch, jit, aot)
+    assert flashinfer_kernels_built() == 0 and flashinfer_kernel_dir() == jit
+    _library(jit, 'batch_prefill_a')
+    _library(jit, 'norm')  # not an attention kernel
+    assert flashinfer_kernels_built() == 1
+    _library(aot, 'batch_prefill_b')  # carried or packaged: loaded without a build
+    assert flashinfer_kernels_built() == 2
+
+
+def test_no_flashinfer_means_no_kernels_and_no_folder(monkeypatch):
+    monkeypatch.setitem(sys.modules, 'flashinfer', None)  # import fails
+    assert flashinfer_kernels_built() == 0 and flashinfer_kernel_dir() is None
+
 
 CUDA = torch.device('cuda')  # only its type is read: no device is touched
 

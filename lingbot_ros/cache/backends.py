@@ -44,7 +44,7 @@ from __future__ import annotations
 
 import contextlib
 from pathlib import Path
-from typing import Optional, Union
+from typing import Any, Optional, Union
 
 import torch
 import torch.nn.functional as F  # noqa: N812
@@ -386,21 +386,36 @@ def best_kv_splits(tiles: int, sms: int, limit: int = 8) -> int:
 
 
 def flashinfer_kernel_dir() -> Optional[Path]:
-    """Return the folder FlashInfer keeps its compiled kernels in (None without FlashInfer)."""
-    try:
-        from flashinfer.jit import env
-    except Exception:  # noqa: BLE001 (not installed, or an import that fails on this machine)
-        return None
+    """Return the folder FlashInfer builds its kernels into (None without FlashInfer)."""
+    env = _flashinfer_env()
     folder = getattr(env, 'FLASHINFER_JIT_DIR', None)
     return Path(folder) if folder is not None else None
 
 
 def flashinfer_kernels_built() -> int:
-    """Count FlashInfer's compiled prefill kernels on this machine (0: none yet)."""
-    folder = flashinfer_kernel_dir()
-    if folder is None or not folder.is_dir():
-        return 0
-    return sum(1 for f in folder.rglob('*.so') if 'prefill' in str(f.relative_to(folder)))
+    """
+    Count FlashInfer's compiled prefill kernels on this machine (0: none yet).
+
+    Counted where FlashInfer builds them and in its AOT folder, where it loads them
+    without building (a robot image's ``flashinfer-jit-cache`` package, or libraries
+    carried from a machine of the same GPU architecture).
+    """
+    env = _flashinfer_env()
+    count = 0
+    for name in ('FLASHINFER_JIT_DIR', 'FLASHINFER_AOT_DIR'):
+        folder = getattr(env, name, None)
+        if folder is not None and Path(folder).is_dir():
+            count += sum(1 for f in Path(folder).rglob('*.so')
+                         if 'prefill' in str(f.relative_to(folder)))
+    return count
+
+
+def _flashinfer_env() -> Any:
+    try:
+        from flashinfer.jit import env
+    except Exception:  # noqa: BLE001 (not installed, or an import that fails on this machine)
+        return None
+    return env
 
 
 def warm_up_flashinfer(device: torch.device, heads: int, head_dim: int,
