@@ -330,8 +330,9 @@ def test_the_header_gives_the_size_without_decoding(ext, progressive):
     img = _rgb(3, 37, 53)
     flags = [cv2.IMWRITE_JPEG_PROGRESSIVE, 1] if progressive else []
     ok, enc = cv2.imencode(ext, img, flags)
-    kind = 'png' if ext == '.png' else 'jpeg'
-    assert convert.declared_size(kind, enc.reshape(-1)) == (53, 37)
+    kind = convert.Compression.PNG if ext == '.png' else convert.Compression.JPEG
+    assert kind.starts(enc) and kind.ends(enc)
+    assert kind.declared_size(enc.reshape(-1)) == (53, 37)
 
 
 def test_a_decompression_bomb_is_refused_from_its_header(monkeypatch):

@@ -137,7 +137,40 @@ ENCODINGS: dict[str, Encoding] = {
     **_bayer(Pixels.BAYER_GRBG),
 }
 SUPPORTED_ENCODINGS = tuple(sorted(ENCODINGS))
-SUPPORTED_FORMATS = ('jpeg', 'png')
+
+_JPEG_START = b'\xff\xd8\xff'  # start of image, then the first marker's 0xFF
+_PNG_SIGNATURE = b'\x89PNG\r\n\x1a\n'
+
+
+class Compression(Enum):
+    """The compressed formats a camera's ``CompressedImage`` may carry (format names in ROS)."""
+
+    JPEG = 'jpeg'
+    PNG = 'png'
+
+    @property
+    def names(self) -> tuple:
+        """Return what a ``format`` field may say for this format (lower case)."""
+        return ('jpeg', 'jpg') if self is Compression.JPEG else ('png',)
+
+    def starts(self, buf: np.ndarray) -> bool:
+        """Tell whether ``buf`` begins with this format's signature."""
+        head = _JPEG_START if self is Compression.JPEG else _PNG_SIGNATURE
+        return buf[:len(head)].tobytes() == head
+
+    def ends(self, buf: np.ndarray) -> bool:
+        """Tell whether ``buf`` ends as a whole stream does (a cut one still half-decodes)."""
+        if self is Compression.JPEG:
+            return buf[-2:].tobytes() == b'\xff\xd9'  # end of image
+        return buf[-8:-4].tobytes() == b'IEND'  # the last chunk's type, before its CRC
+
+    def declared_size(self, buf: np.ndarray) -> tuple:
+        """Return the (width, height) the stream declares, reading only its header."""
+        head = buf[:65536].tobytes()  # a JPEG frame header follows its tables: well within
+        return jpeg_size(head) if self is Compression.JPEG else png_size(head)
+
+
+SUPPORTED_FORMATS = tuple(c.value for c in Compression)
 
 # What cv_bridge 3.x turns into exactly our pixels when asked for rgb8. The others it
 # refuses ('[8UC3] is not a color format', 'Unrecognized image encoding [yuyv]'), so they
@@ -260,24 +293,23 @@ def numpy_rgb(raw: RawImage) -> np.ndarray:
     return to8(out)
 
 
-def _compressed_kind(fmt: str, buf: np.ndarray) -> str:
+def _compression(fmt: str, buf: np.ndarray) -> Compression:
+    """Tell the stream's format by its signature; the ``format`` field only explains a miss."""
     fmt = fmt.lower()
     if 'compresseddepth' in fmt.replace(' ', ''):
         raise UnknownEncoding(f'format {fmt!r} is a depth stream, not a camera image')
-    if buf[:3].tobytes() == b'\xff\xd8\xff':
-        return 'jpeg'
-    if buf[:8].tobytes() == b'\x89PNG\r\n\x1a\n':
-        return 'png'
-    for kind, keys in (('jpeg', ('jpeg', 'jpg')), ('png', ('png',))):
-        if any(k in fmt for k in keys):
-            raise CorruptImage(f'format says {kind} but the data does not start like one '
-                               f'({buf.size} bytes)')
+    for kind in Compression:
+        if kind.starts(buf):
+            return kind
+    for kind in Compression:
+        if any(name in fmt for name in kind.names):
+            raise CorruptImage(f'format says {kind.value} but the data does not start like '
+                               f'one ({buf.size} bytes)')
     raise UnknownEncoding(f'compressed format {fmt!r} is not supported; expected one of '
                           f'{", ".join(SUPPORTED_FORMATS)}')
 
 
 DEFAULT_MAX_PIXELS = 4096 * 4096
-_PNG_SIGNATURE = b'\x89PNG\r\n\x1a\n'
 # JPEG start-of-frame markers (baseline, progressive, lossless ...): C0-CF but DHT (C4),
 # JPG (C8) and DAC (CC). Markers without a length: TEM, RSTn, SOI, EOI.
 _SOF = frozenset(range(0xC0, 0xD0)) - {0xC4, 0xC8, 0xCC}
@@ -316,12 +348,6 @@ def jpeg_size(data: bytes) -> tuple:
     raise CorruptImage('JPEG without a frame header (SOFn) before its image data')
 
 
-def declared_size(kind: str, buf: np.ndarray) -> tuple:
-    """Return the (width, height) a PNG or JPEG declares, reading only its header."""
-    head = buf[:65536].tobytes()  # a JPEG frame header follows its tables: well within this
-    return png_size(head) if kind == 'png' else jpeg_size(head)
-
-
 def check_pixels(width: int, height: int, max_pixels: int, what: str) -> None:
     """Refuse an image of more than ``max_pixels`` pixels (TooLarge) or of none (BadSize)."""
     if width <= 0 or height <= 0:
@@ -341,20 +367,20 @@ def compressed_to_rgb(msg: Any, max_pixels: int = DEFAULT_MAX_PIXELS) -> np.ndar
     buf = _buffer(msg.data)
     if buf.size == 0:
         raise TruncatedData('compressed image with no data')
-    kind = _compressed_kind(str(msg.format), buf)
+    kind = _compression(str(msg.format), buf)
+    what = f'{kind.value} ({buf.size} bytes)'
     # A stream cut short still decodes partially (grey rows); refuse it by its end marker.
-    if kind == 'jpeg' and buf[-2:].tobytes() != b'\xff\xd9':
-        raise TruncatedData(f'JPEG of {buf.size} bytes has no end-of-image marker')
-    if kind == 'png' and buf[-8:-4].tobytes() != b'IEND':
-        raise TruncatedData(f'PNG of {buf.size} bytes has no IEND chunk')
-    width, height = declared_size(kind, buf)
-    check_pixels(width, height, max_pixels, f'{kind} ({buf.size} bytes)')
+    if not kind.ends(buf):
+        raise TruncatedData(f'{what} is cut short: it does not end as a whole '
+                            f'{kind.value} does')
+    width, height = kind.declared_size(buf)
+    check_pixels(width, height, max_pixels, what)
     try:
         img = cv2.imdecode(buf, cv2.IMREAD_COLOR)
     except cv2.error as exc:
-        raise CorruptImage(f'{kind} does not decode: {exc}') from exc
+        raise CorruptImage(f'{what} does not decode: {exc}') from exc
     if img is None or img.ndim != 3 or img.shape[0] == 0 or img.shape[1] == 0:
-        raise CorruptImage(f'{kind} of {buf.size} bytes does not decode to an image')
+        raise CorruptImage(f'{what} does not decode to an image')
     return cv2.cvtColor(img, cv2.COLOR_BGR2RGB)
 
 
