@@ -23,19 +23,19 @@ here, it is measured beside itself, on one machine in one call. Usage::
 VARIANT is one of:
   exact_gelu   the GELU after each ``fc1`` as a kernel of its own (``F.gelu(fc(x))``),
                not in the GEMM's epilogue (what ``gelu_linear`` buys)
-  pieces       each aggregator block through its compiled pre/post pair, four graphs per
-               layer, not one compiled ``layer_step`` (what the step buys)
+
+(A variant ``pieces`` measured the aggregator's layers compiled as one graph each, against
+the blocks' pre/post pairs, on an H100 at d110bd6: 45 kernels fewer, the same time. The step
+went, since it ran the blocks without ``Module.__call__`` and so without their hooks, and the
+variant with it: ``benchmarks/README.md``, thirteenth session.)
 """
 
 from __future__ import annotations
 
 import enum
 import sys
-from typing import Optional
 
-from lingbot_ros.model import camera_head, compiled, layers
-from lingbot_ros.model.aggregator import Aggregator
-from lingbot_ros.model.layers import Block, plain_attention, Rotate
+from lingbot_ros.model import camera_head, layers
 from lingbot_ros.tools import bench
 import torch
 import torch.nn.functional as F
@@ -43,7 +43,6 @@ import torch.nn.functional as F
 
 class Variant(enum.Enum):
     EXACT_GELU = 'exact_gelu'
-    PIECES = 'pieces'
 
 
 def exact_gelu(fc: torch.nn.Linear, x: torch.Tensor) -> torch.Tensor:
@@ -51,33 +50,10 @@ def exact_gelu(fc: torch.nn.Linear, x: torch.Tensor) -> torch.Tensor:
     return F.gelu(fc(x))
 
 
-def piecewise_step(done: Optional[Block], x: torch.Tensor, out: Optional[torch.Tensor],
-                   frame_block: Block, global_block: Block, rotate2d: Rotate,
-                   rotate3d: Rotate, frames: int) -> tuple[torch.Tensor, ...]:
-    """Compute what ``layer_step`` does through the blocks' compiled pieces, uncompiled."""
-    pre, post = frame_block.pieces
-    finished = x if done is None else post(done, x, out)
-    b, n, c = finished.shape
-    t = finished.reshape(b * frames, n // frames, c)
-    t = post(frame_block, t, plain_attention(*pre(frame_block, t, rotate2d)))
-    x = t.reshape(b, n, c)
-    return (finished, x) + pre(global_block, x, rotate3d)
-
-
 def undo(variant: Variant) -> None:
     """Undo ``variant``'s cut in this process (before the engine is built)."""
     if variant is Variant.EXACT_GELU:
         layers.gelu_linear = camera_head.gelu_linear = exact_gelu
-        return
-    compile_blocks = compiled.compile_blocks
-
-    def compile_pieces_only(model: torch.nn.Module, backend: Optional[str] = None) -> int:
-        count = compile_blocks(model, backend)
-        for aggregator in (m for m in model.modules() if isinstance(m, Aggregator)):
-            aggregator.step = piecewise_step
-        return count
-
-    compiled.compile_blocks = compile_pieces_only
 
 
 def main(argv: list[str]) -> int:

@@ -10,8 +10,6 @@
 #   bench        lingbot-ros-bench --profile, the same configuration
 #   bench_exact  the same with the GELUs after fc1 as kernels of their own
 #                (benchmarks/bench_variant.py exact_gelu): what 5f9f8af buys
-#   bench_pieces the same with each aggregator block through its compiled pre/post pair
-#                (bench_variant.py pieces): what the compiled layer_step buys
 #   drift        bf16_drift.py: ours in float32, float16 heads eager and compiled, the reference
 #   tests        the GPU tests (test_cache_gpu, test_graphs_gpu, test_engine_gpu first),
 #                at most TESTS_S seconds (default 200)
@@ -41,9 +39,7 @@ for step in "$@"; do
              --reference-timeout-s 140 --ours-timeout-s 90 --out "$LOGS/sbs" 2>&1 | tail -n 24 ;;
     bench) $PY -m lingbot_ros.tools.bench "${BENCH[@]}" --out "$LOGS/bench.json" \
                > "$LOGS/bench.txt" 2>&1; tail -n 3 "$LOGS/bench.txt" ;;
-    bench_exact|bench_pieces)
-                 variant=$([[ $step == bench_exact ]] && echo exact_gelu || echo pieces)
-                 $PY benchmarks/bench_variant.py $variant "${BENCH[@]}" --out "$LOGS/$step.json" \
+    bench_exact) $PY benchmarks/bench_variant.py exact_gelu "${BENCH[@]}" --out "$LOGS/$step.json" \
                      > "$LOGS/$step.txt" 2>&1
                  tail -n 3 "$LOGS/$step.txt" ;;
     drift) timeout 430 $PY benchmarks/bf16_drift.py --reference .reference --images .data/courthouse \
@@ -56,7 +52,7 @@ for step in "$@"; do
     tests) timeout "${TESTS_S:-200}" $PY -m pytest -q -ra test/test_cache_gpu.py test/test_graphs_gpu.py test/test_engine_gpu.py \
                test/test_gelu_linear.py test/test_head_dtype.py test/test_compiled_blocks.py \
                test/test_words.py test/test_memory_gpu.py 2>&1 | tee "$LOGS/gpu_tests.txt" | tail -n 8 ;;
-    *) echo "unknown step: $step (prepare sbs bench bench_exact bench_pieces drift tests use_kernels save_kernels)"; exit 2 ;;
+    *) echo "unknown step: $step (prepare sbs bench bench_exact drift tests use_kernels save_kernels)"; exit 2 ;;
   esac
   echo "$step: $((SECONDS - t0)) s" | tee -a "$LOGS/steps.txt"
   [[ -n ${OUT:-} ]] && tar -czf "$OUT/issue16_logs.tgz" -C "$(dirname "$LOGS")" "$(basename "$LOGS")"

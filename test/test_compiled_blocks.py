@@ -58,20 +58,9 @@ def test_every_block_gets_the_compiled_pair_and_traced_pieces_equal_the_plain_on
     assert len({id(b.pieces) for b in blocks}) == 1
     assert compile_depth_decoder(model, backend='eager') == 1
     assert model.depth_head.decoder is not None
-    compiled_step, steps = model.aggregator.step, []
-    assert compiled_step is not None
-
-    def counted_step(*args):
-        steps.append(args[0] is None)
-        return compiled_step(*args)
-
-    model.aggregator.step = counted_step
     traced = _stream(model, frames)
     for (pp, dp), (pt, dt) in zip(plain, traced):
         assert torch.equal(pp, pt) and torch.equal(dp, dt)
-    # every aggregator layer of the four calls went through the compiled step, one first each
-    depth = len(model.aggregator.frame_blocks)
-    assert len(steps) == 4 * depth and sum(steps) == 4
 
 
 def test_the_engine_option_is_a_validated_bool_and_says_why_it_is_off_on_the_cpu():

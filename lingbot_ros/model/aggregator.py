@@ -23,14 +23,14 @@ index in the stream). Selected layers are returned as ``cat(frame_out, global_ou
 
 from __future__ import annotations
 
-from typing import Callable, List, Optional, Union
+from typing import List, Optional, Union
 
 import torch
 from torch import nn
 
 from .cached_attention import attend_uncached, CachedAttention
 from .config import ModelConfig, SPECIAL_TOKENS
-from .layers import Block, block_post_attention, block_pre_attention, plain_attention, Rotate
+from .layers import Block
 from .patch_embed import DinoViT
 from .rope import Rope2D, Rope3D
 
@@ -58,7 +58,6 @@ class Aggregator(nn.Module):
             Block(dim, agg.num_heads, agg.mlp_ratio, qk_norm=True) for _ in range(agg.depth))
         self.rope2d = Rope2D(agg.head_dim, agg.rope2d_frequency, SPECIAL_TOKENS)
         self.rope3d = Rope3D(agg.rope3d_split, agg.rope3d_theta, SPECIAL_TOKENS)
-        self.step: Optional[Callable] = None   # compiled layer_step (see compiled.py)
         self.init_buffers()
 
     def init_buffers(self, device: Optional[torch.device] = None) -> None:
@@ -125,52 +124,16 @@ class Aggregator(nn.Module):
         def rotate3d(t: torch.Tensor) -> torch.Tensor:
             return Rope3D.apply(t, table3d)
 
-        step = self.step or layer_step
         outputs = []
-        x, done, out, frame_in = tokens.reshape(b, s * p, c), None, None, None
         for i, (frame_block, global_block) in enumerate(zip(self.frame_blocks,
                                                             self.global_blocks)):
-            finished, x, q, k, v = step(done, x, out, frame_block, global_block,
-                                        rotate2d, rotate3d, s)
-            if done is not None and i - 1 in self.selected_layers:
-                outputs.append(_layer_output(frame_in, finished, b, s, p, c))
+            tokens = frame_block(tokens.reshape(b * s, p, c), rotate=rotate2d)
+            frame_out = tokens.reshape(b, s, p, c)
             attend = attend_uncached if cache is None else _layer_attend(cache, i)
-            done, frame_in, out = global_block, x, attend(q, k, v)
-        post = (done.pieces or (block_pre_attention, block_post_attention))[1]
-        finished = post(done, x, out)
-        if len(self.global_blocks) - 1 in self.selected_layers:
-            outputs.append(_layer_output(frame_in, finished, b, s, p, c))
+            tokens = global_block(tokens.reshape(b, s * p, c), rotate=rotate3d, attend=attend)
+            if i in self.selected_layers:
+                outputs.append(torch.cat([frame_out, tokens.reshape(b, s, p, c)], dim=-1))
         return outputs
-
-
-def layer_step(done: Optional[Block], x: torch.Tensor, out: Optional[torch.Tensor],
-               frame_block: Block, global_block: Block, rotate2d: Rotate, rotate3d: Rotate,
-               frames: int) -> tuple[torch.Tensor, ...]:
-    """
-    Run what lies between two global attentions: the end of one layer, the start of the next.
-
-    ``x [B, S*P, C]`` is the input of the global block ``done`` and ``out`` its attention
-    output (both ignored for the first layer, ``done`` None, where ``x`` is the tokens).
-    Finishes ``done``, runs ``frame_block`` whole (its attention is within a frame) and
-    ``global_block`` up to its attention. Returns (``done``'s output, the frame block's
-    output = ``global_block``'s input, q, k, v).
-
-    Why one function: compiled, it is one graph per layer instead of four pieces, so each
-    residual add fuses with the layer norm after it and nothing is written only to be read
-    back by the next piece.
-    """
-    finished = x if done is None else block_post_attention(done, x, out)
-    b, n, c = finished.shape
-    t = finished.reshape(b * frames, n // frames, c)
-    t = block_post_attention(frame_block, t, plain_attention(*block_pre_attention(
-        frame_block, t, rotate2d)))
-    x = t.reshape(b, n, c)
-    return (finished, x) + block_pre_attention(global_block, x, rotate3d)
-
-
-def _layer_output(frame_out: torch.Tensor, global_out: torch.Tensor, b: int, s: int, p: int,
-                  c: int) -> torch.Tensor:
-    return torch.cat([frame_out.reshape(b, s, p, c), global_out.reshape(b, s, p, c)], dim=-1)
 
 
 def _layer_attend(cache: CachedAttention, layer: int):

@@ -23,11 +23,7 @@ on the H200 1,394 kernels per frame and 36.6 ms steady instead of 44.0 (see
 ``benchmarks/README.md``).
 
 One compiled pair serves every block: the block comes in as an argument, so its
-weights are inputs and blocks of one shape share one compiled graph. The aggregator's
-layers go further: everything from one global attention to the next (the end of a
-global block, the whole frame block with its attention within the frame, the start of
-the next global block) is one compiled :func:`~.aggregator.layer_step`, so residual adds
-fuse with the norms after them across block boundaries. Each distinct
+weights are inputs and blocks of one shape share one compiled graph. Each distinct
 shape and dtype (the DINO trunk, frame and global blocks, the camera head, for a scale
 call and for a streaming frame) is compiled once, on first use, as is the depth decoder
 (:func:`compile_depth_decoder`) for each chunk shape; ``RECOMPILES`` is how
@@ -47,7 +43,6 @@ from typing import Optional
 import torch
 from torch import nn
 
-from .aggregator import Aggregator, layer_step
 from .depth_head import decode_chunk, DepthHead
 from .layers import Block, block_post_attention, block_pre_attention
 
@@ -77,21 +72,15 @@ def _compile(fn, backend: Optional[str]):
 
 def compile_blocks(model: nn.Module, backend: Optional[str] = None) -> int:
     """
-    Route every :class:`Block` of ``model`` through compiled graphs.
+    Route every :class:`Block` of ``model`` through one compiled pre/post pair.
 
-    The aggregator's layers go through one compiled :func:`layer_step` (from one global
-    attention to the next); every other block (the DINO trunk, the camera head) through
-    one compiled pre/post pair. ``backend`` is ``torch.compile``'s (None: inductor; tests
-    on the CPU pass 'eager' to check that each piece traces as one graph). Returns the
-    number of blocks.
+    ``backend`` is ``torch.compile``'s (None: inductor; tests on the CPU pass 'eager'
+    to check that each piece traces as one graph). Returns the number of blocks.
     """
     pieces = (_compile(block_pre_attention, backend), _compile(block_post_attention, backend))
     blocks = [m for m in model.modules() if isinstance(m, Block)]
     for block in blocks:
         block.pieces = pieces
-    step = _compile(layer_step, backend)
-    for aggregator in (m for m in model.modules() if isinstance(m, Aggregator)):
-        aggregator.step = step
     return len(blocks)
 
 
