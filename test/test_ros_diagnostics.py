@@ -20,7 +20,7 @@ from builtin_interfaces.msg import Time
 from lingbot_ros.cache.stats import CacheStats
 from lingbot_ros.ros import diagnostics
 from lingbot_ros.ros.camera import CameraStream
-from lingbot_ros.ros.counters import Stage
+from lingbot_ros.ros.counters import Sent, Stage
 from lingbot_ros.ros.params import parse
 from lingbot_ros.ros.probe import status_of
 from lingbot_ros.streaming.device_memory import DeviceMemory
@@ -51,12 +51,27 @@ def test_ok_while_frames_flow_and_values_are_numbers():
     assert float(v['step_ms_p50']) == 24.5 and 28.5 < float(v['step_ms_p99']) <= 29.0
     assert float(v['publish_ms_p50']) == 5.5 and v['model_ms_p50'] == 'n/a'
     assert v['publish_ms_p50_by_output'] == 'n/a'
-    cam.counters.on_output_sent('pose', 0.25)
-    cam.counters.on_output_sent('depth', 2.0)
-    cam.counters.on_output_sent('depth', 4.0)
+    cam.counters.on_output_sent(Sent.POSE, 0.25)
+    cam.counters.on_output_sent(Sent.DEPTH, 2.0)
+    cam.counters.on_output_sent(Sent.DEPTH, 4.0)
     _, _, v = _level(cam, 9.5)
     assert v['publish_ms_p50_by_output'] == 'pose 0.2, depth 3.0'
     assert v['pool_use'] == 'n/a'  # nothing reserved: not a paged pool
+
+
+def test_failed_publishes_warn_by_output_name_and_are_counted_each():
+    cam = _cam()
+    for i in range(4):
+        cam.counters.on_received(float(i))
+        cam.counters.on_stepped(float(i) + 0.1, 20.0)
+        cam.counters.on_processed(float(i) + 0.1, 30.0)
+    cam.counters.on_publish_failed(Sent.DEPTH)
+    cam.counters.on_publish_failed(Sent.DEPTH)
+    cam.counters.on_publish_failed(Sent.MAP_POINTS)
+    level, message, v = _level(cam, 3.5)
+    assert level == 1 and '3 output(s) failed to publish (depth, map_points)' in message
+    assert v['publish_failures'] == '3'
+    assert v['publish_failed_depth'] == '2' and v['publish_failed_map_points'] == '1'
 
 
 def test_warn_on_drops_and_overflows_error_on_stall():

@@ -101,6 +101,19 @@ class Stage(Enum):
     PUBLISH = 'publish'       # building and sending the frame's messages
 
 
+class Sent(Enum):
+    """The messages a frame (or the map timer) sends; each is timed and its failures counted."""
+
+    POSE = 'pose'
+    ODOM = 'odom'
+    PATH = 'path'
+    TF = 'tf'
+    CAMERA_INFO = 'camera_info'
+    DEPTH = 'depth'
+    POINTS = 'points'
+    MAP_POINTS = 'map_points'
+
+
 ARRIVAL_MAX_MS = 10_000.0  # older stamps (a bag of another day, another clock) are not timed
 
 
@@ -114,7 +127,7 @@ class CameraCounters:
         self.dropped = 0
         self.lost_before_node = 0  # sent by the camera, never taken (publisher numbering)
         self.rejected: Counter = Counter()  # Rejection -> count
-        self.publish_failures: Counter = Counter()  # output name -> count
+        self.publish_failures: Counter = Counter()  # Sent -> count
         self.stamp_resets = 0
         self.session_resets = 0
         self.buffered = 0
@@ -127,7 +140,7 @@ class CameraCounters:
         self.step_ms = Window(window)
         self.latency_ms = Window(window)
         self.stage_ms = {stage: Window(window) for stage in Stage}
-        self.output_ms: dict = {}  # output name -> Window of its build-and-send times
+        self.output_ms: dict = {}  # Sent -> Window of its build-and-send times
         self._window = window
         self.outcomes: Deque[bool] = deque(maxlen=max(2, window))  # True: dropped
 
@@ -168,12 +181,12 @@ class CameraCounters:
         with self.lock:
             self.rejected[reason] += frames
 
-    def on_publish_failed(self, output: str) -> None:
+    def on_publish_failed(self, output: Sent) -> None:
         with self.lock:
             self.publish_failures[output] += 1
 
-    def on_output_sent(self, output: str, ms: float) -> None:
-        """Time one output's build and send (the outputs are the node's fixed few)."""
+    def on_output_sent(self, output: Sent, ms: float) -> None:
+        """Time one output's build and send (one window per member of ``Sent``, at most)."""
         with self.lock:
             window = self.output_ms.get(output)
             if window is None:

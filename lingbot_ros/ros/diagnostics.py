@@ -234,7 +234,7 @@ def _camera_status(cam: CameraStream, info: NodeInfo, diag: DiagParams,
     if failed:
         level = max(level, WARN)
         problems.append(f'{failed} output(s) failed to publish ('
-                        + ', '.join(sorted(c.publish_failures)) + ')')
+                        + ', '.join(sorted(k.value for k in c.publish_failures)) + ')')
     m = map_counters
     if m is not None and m.skipped_keyframes:
         level = max(level, WARN)
@@ -259,7 +259,7 @@ def _camera_status(cam: CameraStream, info: NodeInfo, diag: DiagParams,
     ]
     values += sorted((f'rejected_{k.value}', v) for k, v in c.rejected.items())
     values += [('publish_failures', failed)]
-    values += sorted((f'publish_failed_{k}', v) for k, v in c.publish_failures.items())
+    values += sorted((f'publish_failed_{k.value}', v) for k, v in c.publish_failures.items())
     values += [
         ('stamp_resets', c.stamp_resets), ('session_resets', c.session_resets),
         ('keyframes', s.keyframes), ('rollbacks', s.rollbacks), ('evictions', s.evictions),
@@ -285,7 +285,7 @@ def _camera_status(cam: CameraStream, info: NodeInfo, diag: DiagParams,
                    (f'{stage.value}_ms_p99', _ms(c.stage_percentile(stage, 99)))]
     for q in (50, 99):  # each output's build and send (~/map_points: the map timer's)
         values.append((f'publish_ms_p{q}_by_output', ', '.join(
-            f'{name} {_ms(w.percentile(q))}' for name, w in c.output_ms.items()) or 'n/a'))
+            f'{sent.value} {_ms(w.percentile(q))}' for sent, w in c.output_ms.items()) or 'n/a'))
     values += [
         ('backend', info.backend), ('dtype', info.dtype), ('device', info.device),
     ]

@@ -34,6 +34,7 @@ from typing import Any, Callable, Optional
 from geometry_msgs.msg import PoseStamped
 from lingbot_ros.ros import messages, path_cdr
 from lingbot_ros.ros.camera import CameraStream
+from lingbot_ros.ros.counters import Sent
 from lingbot_ros.ros.map_thread import MapThread
 from lingbot_ros.ros.output_thread import OutputThread
 from lingbot_ros.ros.params import Listened, NodeParams
@@ -173,7 +174,7 @@ class Outputs:
         log = self._node.get_logger()
         (log.error if level == Level.ERROR else log.warning)(line)
 
-    def _send(self, cam: CameraStream, output: str, action: Callable[[], Optional[bool]]) -> None:
+    def _send(self, cam: CameraStream, output: Sent, action: Callable[[], Optional[bool]]) -> None:
         """
         Publish one output (timed, unless ``action`` says False: nothing was due).
 
@@ -188,7 +189,7 @@ class Outputs:
                 return  # the process is stopping: a publisher may already be gone, no error
             cam.counters.on_publish_failed(output)
             self.report(cam, Event.PUBLISH_FAILED,
-                        f'{output} not published: {type(exc).__name__}: {exc}', Level.ERROR)
+                        f'{output.value} not published: {type(exc).__name__}: {exc}', Level.ERROR)
 
     # --- the worker's sink ---------------------------------------------------------------
 
@@ -226,9 +227,9 @@ class Outputs:
         pose = messages.map_pose(result, params.inputs.map_convention)
         stamp = result.stamp_ns
         pose_msg = messages.pose_stamped(pose, stamp, map_frame)
-        self._send(cam, 'pose', lambda: pubs.pose.publish(pose_msg))
+        self._send(cam, Sent.POSE, lambda: pubs.pose.publish(pose_msg))
         if out.publish_odom:
-            self._send(cam, 'odom', lambda: pubs.odom.publish(
+            self._send(cam, Sent.ODOM, lambda: pubs.odom.publish(
                 messages.odometry(pose, stamp, map_frame, child, cam.track.previous,
                                   out.pose_covariance, out.twist_covariance,
                                   pose=pose_msg.pose)))
@@ -238,18 +239,18 @@ class Outputs:
         # driver of depth_image_proc): unread, a frame's depth and points and the whole
         # path cost the output thread (and through the GIL, the worker) for nothing
         if out.publish_path and _listened(pubs.path):
-            self._send(cam, 'path', lambda: self._publish_path(cam, pubs, pose_msg, map_frame))
+            self._send(cam, Sent.PATH, lambda: self._publish_path(cam, pubs, pose_msg, map_frame))
         if out.publish_tf and self.tf is not None:
-            self._send(cam, 'tf', lambda: self.tf.sendTransform(
+            self._send(cam, Sent.TF, lambda: self.tf.sendTransform(
                 messages.transform(pose, stamp, map_frame, child, pose=pose_msg.pose)))
         if out.publish_camera_info and _listened(pubs.camera_info):
-            self._send(cam, 'camera_info', lambda: pubs.camera_info.publish(
+            self._send(cam, Sent.CAMERA_INFO, lambda: pubs.camera_info.publish(
                 messages.camera_info(result, sensor)))
         if out.publish_depth and result.depth is not None and _listened(pubs.depth):
-            self._send(cam, 'depth', lambda: pubs.depth.publish(
+            self._send(cam, Sent.DEPTH, lambda: pubs.depth.publish(
                 messages.depth_image(result, sensor)))
         if out.publish_points and result.depth is not None and _listened(pubs.points):
-            self._send(cam, 'points', lambda: pubs.points.publish(messages.point_cloud(
+            self._send(cam, Sent.POINTS, lambda: pubs.points.publish(messages.point_cloud(
                 result, pose, map_frame, out.points_decimation, out.points_min_confidence,
                 out.points_confidence_percentile)))
         maps = self._maps()
@@ -298,7 +299,7 @@ class Outputs:
             rows, counters = maps.rows(cam.index)
             map_frame, _, _ = self._frames(cam)
             pubs.map_sent = (now, counters.version)
-            self._send(cam, 'map_points', lambda: pubs.map_points.publish(messages.map_cloud(
+            self._send(cam, Sent.MAP_POINTS, lambda: pubs.map_points.publish(messages.map_cloud(
                 rows, counters.stamp_ns, map_frame)))
 
 
