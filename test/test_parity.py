@@ -137,7 +137,7 @@ def test_arrays_match_reference(probed, name, outputs, _stats):
 
 @pytest.mark.parametrize('name,_outputs,stats', CASES)
 def test_kv_stats_match_reference(probed, name, _outputs, stats):
-    mine = probed[name][0].kv_stats
+    mine = [c.as_record() for c in probed[name][0].kv_stats]
     ref = json.loads((DATA / name / stats).read_text())['steps']
     assert len(mine) == len(ref)
     for m, r in zip(mine, ref):

@@ -29,6 +29,7 @@ from lingbot_ros.cache.overflow import CacheOverflow
 from lingbot_ros.model.config import ConfigError, ModelConfig
 from lingbot_ros.model.network import ModelOutput
 from lingbot_ros.streaming.caches import dense_cache_factory, paged_cache_factory
+from lingbot_ros.streaming.call_stats import CacheDecision
 from lingbot_ros.streaming.config import EngineConfig, StreamConfig
 from lingbot_ros.streaming.engine import Engine, EngineError
 from lingbot_ros.streaming.result import FrameType
@@ -235,7 +236,8 @@ def test_flow_mode_rollback_also_clears_camera_cache(fixture_engine, fixture_ima
     keep = np.flatnonzero(a.arrays['is_keyframe'])
     expect = [0, 1, 2, 3, 6, 8]
     assert list(keep) == expect
-    assert a.kv_stats[2]['decision'] == 'rollback' and a.kv_stats[1]['decision'] == 'commit'
+    assert a.kv_stats[2].decision is CacheDecision.ROLLBACK
+    assert a.kv_stats[1].decision is CacheDecision.COMMIT
     b = _pose_encs(fixture_engine, fixture_images[keep], sliding_window=16)
     np.testing.assert_allclose(a.arrays['pose_enc'][keep], b.arrays['pose_enc'],
                                atol=1e-6, rtol=0)
@@ -395,7 +397,7 @@ def test_camera_iterations_override_reaches_the_model():
     model = FakeModel()
     s = _session(model, scale_frames=2, camera_iterations=1)
     res = s.run(torch.rand(4, 3, H, W))
-    assert res.kv_stats[-1]['camera_attended_kv_frames_per_iter'] == [4]
+    assert res.kv_stats[-1].attended.camera_frames_per_iter == (4,)
 
 
 # --- engine -----------------------------------------------------------------------------

@@ -50,7 +50,7 @@ from collections import deque
 from dataclasses import dataclass, field, replace
 import math
 import time
-from typing import Any, Callable, Deque, Optional, Sequence
+from typing import Any, Callable, Deque, List, Optional, Sequence
 
 from lingbot_ros.cache.backend_choice import AttentionBackend
 from lingbot_ros.cache.overflow import CacheOverflow
@@ -58,6 +58,7 @@ from lingbot_ros.cache.stats import CacheStats
 from lingbot_ros.model.config import ConfigError, ModelConfig, SPECIAL_TOKENS
 from lingbot_ros.streaming import products
 from lingbot_ros.streaming.caches import CacheFactory, CacheSpec, StreamCache
+from lingbot_ros.streaming.call_stats import Attended, CallPhase, CallStats, Resident
 from lingbot_ros.streaming.config import KeyframeMode, StreamConfig
 from lingbot_ros.streaming.errors import FrameRejected, SizeChanged
 from lingbot_ros.streaming.host import HostCopy
@@ -110,12 +111,12 @@ class RunOutputs:
     """
     Fixture-format arrays of a whole run (``outputs.npz`` names) and per-call stats.
 
-    ``kv_stats`` holds one dict per model call, shaped like the fixtures'
-    ``kv_stats*.json`` steps.
+    ``kv_stats`` holds one :class:`CallStats` per model call; ``as_record()`` gives it as a
+    step of the fixtures' ``kv_stats*.json``.
     """
 
     arrays: dict
-    kv_stats: list
+    kv_stats: list  # of CallStats
     results: list
 
 
@@ -178,14 +179,14 @@ class _Call:
     """
     One model call, from its forward until it is committed or rolled back.
 
-    Its size, its outputs on the host, its time, and its line of
-    ``last_call_stats`` so far.
+    Its size, its outputs on the host, its time, and its stats as it began (``_finish``
+    completes them into ``last_call_stats``).
     """
 
     frames: int
     host: _HostOutputs
     model_ms: float
-    stats: dict  # the fixtures' per-call record (kv_stats.json's keys); _finish completes it
+    stats: CallStats
 
 
 @dataclass(frozen=True)
@@ -194,8 +195,8 @@ class _Launched:
 
     frames: int
     copy: HostCopy
-    started: float  # perf_counter seconds when the call began
-    stats: dict     # as in _Call
+    started: float    # perf_counter seconds when the call began
+    stats: CallStats  # as in _Call
 
 
 @dataclass(frozen=True)
@@ -256,7 +257,7 @@ class Session:
         self._cfg = self._checked(cfg)
         self._policy = make_policy(self._cfg)
         self.trajectory: Deque = deque(maxlen=self._cfg.trajectory_length)
-        self.last_call_stats: list = []
+        self.last_call_stats: List[CallStats] = []
         self._map_epoch = 0  # maps started over the session's life (never reset)
         self.reset()
 
@@ -574,8 +575,8 @@ class Session:
             try:
                 seeds_next = len(entries) > self.window_limit - self._cfg.scale_frames
                 call = self._forward(
-                    window, images, first=True, scale=True, defer=False,
-                    with_depth=self._cfg.with_depth or seeds_next, phase='scale',
+                    window, images, CallPhase.SCALE, defer=False,
+                    with_depth=self._cfg.with_depth or seeds_next,
                     frames=range(self._index, self._index + len(entries)))
                 break
             except OutOfMemory as exc:
@@ -634,9 +635,8 @@ class Session:
             oom = None
             try:
                 launched = self._launch(
-                    window, prep.image[None], first=False, scale=False,
-                    defer=decision is not True, with_depth=needs_depth, phase='stream',
-                    frames=[self._index], decided=decision)
+                    window, prep.image[None], CallPhase.STREAM, defer=decision is not True,
+                    with_depth=needs_depth, frames=[self._index], decided=decision)
                 break
             except CacheOverflow:
                 # The cache refused the frame and changed nothing: open a window, retry once.
@@ -780,9 +780,8 @@ class Session:
                          overlap=deque(kept, maxlen=self._cfg.scale_frames))
         images = torch.stack([k.image for k in kept])
         with_depth = all(k.depth_map is not None for k in kept)
-        call = self._forward(window, images, first=True, scale=True, defer=False,
-                             with_depth=with_depth, phase='reseed',
-                             frames=[k.index for k in kept])
+        call = self._forward(window, images, CallPhase.RESEED, defer=False,
+                             with_depth=with_depth, frames=[k.index for k in kept])
         self._finish(window, call.frames, call.stats, True)
         host = call.host
         curr = pose_enc_to_matrix(host.pose_enc)
@@ -818,17 +817,16 @@ class Session:
 
     # --- one transaction ------------------------------------------------------------------
 
-    def _forward(self, window: _Window, images: torch.Tensor, *, first: bool, scale: bool,
-                 defer: bool, with_depth: bool, phase: str, frames: Sequence[int],
+    def _forward(self, window: _Window, images: torch.Tensor, phase: CallPhase, *,
+                 defer: bool, with_depth: bool, frames: Sequence[int],
                  decided: Optional[bool] = True) -> _Call:
         """Begin, run the model and copy its outputs to the host; roll back on failure."""
-        launched = self._launch(window, images, first=first, scale=scale, defer=defer,
-                                with_depth=with_depth, phase=phase, frames=frames,
-                                decided=decided)
+        launched = self._launch(window, images, phase, defer=defer, with_depth=with_depth,
+                                frames=frames, decided=decided)
         return self._land(launched, window, 'the call')
 
-    def _launch(self, window: _Window, images: torch.Tensor, *, first: bool, scale: bool,
-                defer: bool, with_depth: bool, phase: str, frames: Sequence[int],
+    def _launch(self, window: _Window, images: torch.Tensor, phase: CallPhase, *,
+                defer: bool, with_depth: bool, frames: Sequence[int],
                 decided: Optional[bool] = True) -> _Launched:
         """Begin and queue the model call and the copy of its outputs; roll back on failure."""
         n = int(images.shape[0])
@@ -838,11 +836,11 @@ class Session:
         except BaseException:
             window.agg.rollback()
             raise
-        pre = self._kv_before(window, n, defer)
+        attended = self._attended(window, n, defer)
         t0 = time.perf_counter()
         try:
-            out = self._ctx.model(images, time_index=window.time, first_frame=first,
-                                  scale_frames=scale, global_cache=window.agg,
+            out = self._ctx.model(images, time_index=window.time, first_frame=phase.first,
+                                  scale_frames=phase.first, global_cache=window.agg,
                                   camera_cache=window.camera, with_depth=with_depth,
                                   camera_iterations=self._cfg.camera_iterations)
             colors = _colors(images) if with_depth else None
@@ -855,9 +853,10 @@ class Session:
         except BaseException:
             self._abort(window)
             raise
-        stats = dict(
-            call_index=self._calls, window_index=window.index, frame_indices=list(frames),
-            phase=phase, is_keyframe=decided, rope_time_index_start=window.time, **pre)
+        stats = CallStats(call_index=self._calls, window_index=window.index,
+                          frame_indices=tuple(frames), phase=phase,
+                          rope_time_index_start=window.time, attended=attended,
+                          is_keyframe=decided)
         return _Launched(n, copy, t0, stats)
 
     def _land(self, launched: _Launched, window: Optional[_Window], what: str) -> _Call:
@@ -883,10 +882,9 @@ class Session:
         window.agg.rollback()
         window.camera.rollback()
 
-    def _finish(self, window: _Window, n: int, call_stats: dict, keep: bool,
+    def _finish(self, window: _Window, n: int, stats: CallStats, keep: bool,
                 flow_px: float = math.nan) -> None:
         """Commit (run the deferred eviction, advance time) or roll back the open call."""
-        stats = dict(call_stats)
         if keep:
             self._evictions += int(window.agg.commit() or 0)
             window.camera.commit()
@@ -895,17 +893,12 @@ class Session:
             window.agg.rollback()
             window.camera.rollback()
         window.seen += n
-        stats['is_keyframe'] = bool(keep)
-        if not math.isnan(flow_px):
-            stats['flow_magnitude'] = float(flow_px)
-            stats['decision'] = 'commit' if keep else 'rollback'
-        stats['after_forward'] = self._kv_after(window)
         self._calls += 1
-        self.last_call_stats.append(stats)
+        self.last_call_stats.append(stats.finished(keep, self._resident(window), flow_px))
 
     # --- cache counters as the fixtures report them -------------------------------------
 
-    def _kv_before(self, window: _Window, n: int, defer: bool) -> dict:
+    def _attended(self, window: _Window, n: int, defer: bool) -> Attended:
         """Keys the call attends to: derived from committed counters and the call's size."""
         committed = window.agg.frames
         resident = window.agg.patch_frames_resident
@@ -918,18 +911,17 @@ class Session:
         patches = self._patches_per_frame()
         tokens = SPECIAL_TOKENS * (committed + n) + patches * (scale_done + pending_scale
                                                                + window_vis)
-        return {'agg_attended_kv_tokens_block0': [tokens],
-                'camera_attended_kv_frames_per_iter': [window.camera.frames + n]
-                * self._iterations()}
+        return Attended(agg_tokens_block0=tokens,
+                        camera_frames_per_iter=(window.camera.frames + n,) * self._iterations())
 
-    def _kv_after(self, window: _Window) -> dict:
+    def _resident(self, window: _Window) -> Resident:
         frames, resident = window.agg.frames, window.agg.patch_frames_resident
-        return {'total_frames_processed': window.time, 'patch_frames_resident': resident,
-                'special_frames_resident': frames,
-                'visible_kv_tokens': resident * self._patches_per_frame()
-                + frames * SPECIAL_TOKENS,
-                'camera_frame_idx': window.seen,
-                'camera_cache_frames': [window.camera.frames] * self._iterations()}
+        return Resident(total_frames_processed=window.time, patch_frames_resident=resident,
+                        special_frames_resident=frames,
+                        visible_kv_tokens=resident * self._patches_per_frame()
+                        + frames * SPECIAL_TOKENS,
+                        camera_frame_idx=window.seen,
+                        camera_cache_frames=(window.camera.frames,) * self._iterations())
 
     def _patches_per_frame(self) -> int:
         p = self._ctx.model_config.patch_size

@@ -235,7 +235,8 @@ def run(args: argparse.Namespace) -> dict:
             write_tum(args.trajectory, [r.stamp_ns * 1e-9 for r in out.results],
                       [r.pose_c2w for r in out.results])
         if args.kv_stats:
-            Path(args.kv_stats).write_text(json.dumps({'steps': out.kv_stats}, indent=1))
+            steps = [call.as_record() for call in out.kv_stats]
+            Path(args.kv_stats).write_text(json.dumps({'steps': steps}, indent=1))
         restarts = 0
         if cloud is not None:
             restarts = _build_map(out.results, cloud, store)
