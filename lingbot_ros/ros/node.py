@@ -30,12 +30,12 @@ diagnostics or the image callbacks; one worker thread owns the GPU.
 
 This module is the lifecycle and the wiring; the per-frame path is ``intake.py`` (image
 callback) -> ``worker.py`` (the model) -> ``outputs.py`` (messages); the services are in
-``services.py`` and start-up / exit in ``cli.py``.
+``services.py``, the parameters' declaration and refusals in ``declare.py`` and start-up /
+exit in ``cli.py``.
 """
 
 from __future__ import annotations
 
-import difflib
 import gc
 import importlib.util
 import sys
@@ -51,28 +51,27 @@ from lingbot_ros.ros import diagnostics
 from lingbot_ros.ros.camera import CameraStream
 from lingbot_ros.ros.cli import main, Phases, process_age
 from lingbot_ros.ros.convert import ImageConverter
+from lingbot_ros.ros.declare import declare_all, refusal, unknown_parameters, widened
 from lingbot_ros.ros.diagnostics import NodeState
 from lingbot_ros.ros.intake import Intake
 from lingbot_ros.ros.map_thread import MapThread
 from lingbot_ros.ros.outputs import camera_frames, CameraPublishers, Outputs, quiet_events
-from lingbot_ros.ros.params import (check_one, descriptor, engine_config, InputTransport,
-                                    is_number_list, Listened, map_config, NodeParams,
-                                    ParamError, parse, SPEC, SPECS, stream_config, update)
+from lingbot_ros.ros.params import (engine_config, InputTransport, Listened, map_config,
+                                    NodeParams, ParamError, parse, SPEC, SPECS, stream_config,
+                                    update)
 from lingbot_ros.ros.services import Services
 from lingbot_ros.ros.shutdown import StopRequest
 from lingbot_ros.ros.worker import FrameQueue, Worker, WorkerBusy
 from lingbot_ros.streaming.config import NOMINAL_INPUT_HW
-from rcl_interfaces.msg import ParameterDescriptor, SetParametersResult
+from rcl_interfaces.msg import SetParametersResult
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
 from rclpy.clock import Clock, ClockType
 from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
-from rclpy.parameter import Parameter
 
 NODE_NAME = 'lingbot_node'
 STOP_WAIT_S = 30.0         # deactivate waits this long for the worker to leave its step
 EXECUTOR_THREADS = 4       # images, diagnostics and map, services, lifecycle / parameters
 SHA256_PENDING = 'computing'   # /diagnostics' checkpoint_sha256 while its thread hashes
-ROS_OWN_PARAMETERS = ('use_sim_time', 'start_type_description_service')
 SUCCESS = TransitionCallbackReturn.SUCCESS
 FAILURE = TransitionCallbackReturn.FAILURE
 
@@ -111,8 +110,8 @@ class LingbotNode(LifecycleNode):
         self._phases_pending = True  # the first configure also reports the time before it
         self._phases = None
         self._waited = 0.0  # seconds in unconfigured before the first configure
-        self._declare_errors = self._declare_all()
-        self.unknown_parameters = self._unknown_parameters()
+        self._declare_errors = declare_all(self)
+        self.unknown_parameters = unknown_parameters(self)
         self.params: Optional[NodeParams] = None
         self._stream_cfg = None
         self.engine = None
@@ -169,61 +168,9 @@ class LingbotNode(LifecycleNode):
 
     # --- parameters ---------------------------------------------------------------------
 
-    def _declare_all(self) -> list:
-        """Declare every parameter; what the YAML got wrong is collected, not raised."""
-        errors = []
-        overrides = self._parameter_overrides
-        for spec in SPECS:
-            value = spec.default
-            given = overrides.get(spec.name)
-            if isinstance(value, list) and given is not None \
-                    and given.type_ == Parameter.Type.NOT_SET:
-                # YAML's [] carries no element type: rcl leaves it unset. It means [].
-                del overrides[spec.name]
-                try:
-                    check_one(spec.name, [])
-                except ParamError as exc:
-                    errors.append(str(exc))
-            elif given is not None:
-                overrides[spec.name] = _widened(given)
-            empty_list = isinstance(value, list) and not value
-            if empty_list:
-                value = Parameter.Type.STRING_ARRAY  # rclpy would infer [] as a byte array
-            desc = descriptor(spec)
-            try:
-                if empty_list:  # writable for the one set below, read-only again after it
-                    declared = self.declare_parameter(
-                        spec.name, value, ParameterDescriptor(type=desc.type))
-                else:
-                    declared = self.declare_parameter(spec.name, value, desc)
-            except Exception as exc:  # noqa: BLE001 (wrong type or range from the YAML)
-                errors.append(f'{spec.name}: {exc}')
-                continue
-            if empty_list:
-                if declared.type_ == Parameter.Type.NOT_SET:
-                    # a value, typed []: get_parameters answers nothing at all for a request
-                    # that names one unset parameter (ros2 param dump showed {})
-                    super().set_parameters(
-                        [Parameter(spec.name, Parameter.Type.STRING_ARRAY, [])])
-                self.set_descriptor(spec.name, desc)
-        return errors
-
-    def _unknown_parameters(self) -> list:
-        """Name the YAML keys for this node that are not parameters (typos, old names)."""
-        unknown = []
-        for name in sorted(self._parameter_overrides):
-            if name in SPEC or name in ROS_OWN_PARAMETERS or name.startswith('qos_overrides.'):
-                continue
-            close = difflib.get_close_matches(name, list(SPEC), n=1)
-            hint = f" (did you mean '{close[0]}'?)" if close else ''
-            self.get_logger().warning(f'unknown parameter {name!r} ignored{hint}; '
-                                      'config/lingbot.yaml lists every parameter')
-            unknown.append(name)
-        return unknown
-
     def _widen_numbers(self, changed: list) -> list:
         """Accept a whole number where a float is declared (``ros2 param set ... 5``)."""
-        return [_widened(p) for p in changed]
+        return [widened(p) for p in changed]
 
     def set_parameters_atomically(self, parameter_list: list) -> SetParametersResult:
         """
@@ -234,7 +181,7 @@ class LingbotNode(LifecycleNode):
         what is allowed, and say that a read-only one takes effect only after a restart.
         (The parameter services and ``ros2 param set`` come through here.)
         """
-        reason = _refusal([_widened(p) for p in parameter_list])
+        reason = refusal([widened(p) for p in parameter_list])
         if reason:
             self.get_logger().warning(f'parameter change refused: {reason}')
             return SetParametersResult(successful=False, reason=reason)
@@ -680,37 +627,6 @@ class LingbotNode(LifecycleNode):
     @property
     def autostart(self) -> bool:
         return bool(self._raw('autostart'))
-
-
-def _widened(p: Parameter) -> Parameter:
-    """Turn a whole number (or a list of them) into floats where floats are declared."""
-    spec = SPEC.get(p.name)
-    if spec is None:
-        return p
-    if isinstance(spec.default, float) and p.type_ == Parameter.Type.INTEGER:
-        return Parameter(p.name, Parameter.Type.DOUBLE, float(p.value))
-    if is_number_list(spec.default) and p.type_ == Parameter.Type.INTEGER_ARRAY:
-        return Parameter(p.name, Parameter.Type.DOUBLE_ARRAY, [float(v) for v in p.value])
-    return p
-
-
-def _refusal(changed: list) -> str:
-    """Say why a change of our parameters is refused ('' when it is not)."""
-    for p in changed:
-        spec = SPEC.get(p.name)
-        if spec is None or p.type_ == Parameter.Type.NOT_SET:
-            continue  # rclpy's own (use_sim_time ...) and undeclaring: rclpy answers
-        value = list(p.value) if isinstance(p.value, (list, tuple)) else p.value
-        if spec.read_only:
-            return (f'{p.name}={value!r} refused: {p.name} is read-only, fixed when the node '
-                    'starts (it sizes the model, the pools or the subscriptions); it takes '
-                    'effect only after a restart with the new value in the parameter file '
-                    f'(or -p {p.name}:=...)')
-        try:
-            check_one(p.name, value)
-        except ParamError as exc:
-            return str(exc)
-    return ''
 
 
 def _is_ours(exc: BaseException) -> bool:

@@ -1,0 +1,119 @@
+# Copyright 2026 The lingbot_ros Authors
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+Our parameters as rclpy holds them: declared, checked by name, widened and refused.
+
+``params.py`` says what each parameter is (its spec, its validation, the dataclasses
+built from it) without rclpy; this module is where those specs meet a node: the
+declaration that collects what a YAML file got wrong instead of raising, the YAML keys
+that are not parameters, a whole number accepted where a float is declared, and the
+refusal, in our words, of a change rclpy would answer with its own.
+"""
+
+import difflib
+from typing import List
+
+from lingbot_ros.ros.params import (check_one, descriptor, is_number_list, ParamError, SPEC,
+                                    SPECS)
+from rcl_interfaces.msg import ParameterDescriptor
+from rclpy.node import Node
+from rclpy.parameter import Parameter
+
+ROS_OWN_PARAMETERS = ('use_sim_time', 'start_type_description_service')
+
+
+def declare_all(node: Node) -> List[str]:
+    """Declare every parameter on ``node``; return what the YAML got wrong (not raised)."""
+    errors = []
+    overrides = node._parameter_overrides
+    for spec in SPECS:
+        value = spec.default
+        given = overrides.get(spec.name)
+        if isinstance(value, list) and given is not None \
+                and given.type_ == Parameter.Type.NOT_SET:
+            # YAML's [] carries no element type: rcl leaves it unset. It means [].
+            del overrides[spec.name]
+            try:
+                check_one(spec.name, [])
+            except ParamError as exc:
+                errors.append(str(exc))
+        elif given is not None:
+            overrides[spec.name] = widened(given)
+        empty_list = isinstance(value, list) and not value
+        if empty_list:
+            value = Parameter.Type.STRING_ARRAY  # rclpy would infer [] as a byte array
+        desc = descriptor(spec)
+        try:
+            if empty_list:  # writable for the one set below, read-only again after it
+                declared = node.declare_parameter(
+                    spec.name, value, ParameterDescriptor(type=desc.type))
+            else:
+                declared = node.declare_parameter(spec.name, value, desc)
+        except Exception as exc:  # noqa: BLE001 (wrong type or range from the YAML)
+            errors.append(f'{spec.name}: {exc}')
+            continue
+        if empty_list:
+            if declared.type_ == Parameter.Type.NOT_SET:
+                # a value, typed []: get_parameters answers nothing at all for a request
+                # that names one unset parameter (ros2 param dump showed {})
+                Node.set_parameters(node, [Parameter(spec.name, Parameter.Type.STRING_ARRAY,
+                                                     [])])
+            node.set_descriptor(spec.name, desc)
+    return errors
+
+
+def unknown_parameters(node: Node) -> List[str]:
+    """Name (and log) the YAML keys for ``node`` that are not parameters (typos, old names)."""
+    unknown = []
+    for name in sorted(node._parameter_overrides):
+        if name in SPEC or name in ROS_OWN_PARAMETERS or name.startswith('qos_overrides.'):
+            continue
+        close = difflib.get_close_matches(name, list(SPEC), n=1)
+        hint = f" (did you mean '{close[0]}'?)" if close else ''
+        node.get_logger().warning(f'unknown parameter {name!r} ignored{hint}; '
+                                  'config/lingbot.yaml lists every parameter')
+        unknown.append(name)
+    return unknown
+
+
+def widened(p: Parameter) -> Parameter:
+    """Turn a whole number (or a list of them) into floats where floats are declared."""
+    spec = SPEC.get(p.name)
+    if spec is None:
+        return p
+    if isinstance(spec.default, float) and p.type_ == Parameter.Type.INTEGER:
+        return Parameter(p.name, Parameter.Type.DOUBLE, float(p.value))
+    if is_number_list(spec.default) and p.type_ == Parameter.Type.INTEGER_ARRAY:
+        return Parameter(p.name, Parameter.Type.DOUBLE_ARRAY, [float(v) for v in p.value])
+    return p
+
+
+def refusal(changed: list) -> str:
+    """Say why a change of our parameters is refused ('' when it is not)."""
+    for p in changed:
+        spec = SPEC.get(p.name)
+        if spec is None or p.type_ == Parameter.Type.NOT_SET:
+            continue  # rclpy's own (use_sim_time ...) and undeclaring: rclpy answers
+        value = list(p.value) if isinstance(p.value, (list, tuple)) else p.value
+        if spec.read_only:
+            return (f'{p.name}={value!r} refused: {p.name} is read-only, fixed when the node '
+                    'starts (it sizes the model, the pools or the subscriptions); it takes '
+                    'effect only after a restart with the new value in the parameter file '
+                    f'(or -p {p.name}:=...)')
+        try:
+            check_one(p.name, value)
+        except ParamError as exc:
+            return str(exc)
+    return ''
