@@ -67,7 +67,8 @@ def declare_all(node: Node) -> List[str]:
         if empty_list:
             if declared.type_ == Parameter.Type.NOT_SET:
                 # a value, typed []: get_parameters answers nothing at all for a request
-                # that names one unset parameter (ros2 param dump showed {})
+                # that names one unset parameter (ros2 param dump showed {}). rclpy's own
+                # set: a node of ours refuses read-only parameters in its override.
                 Node.set_parameters(node, [Parameter(spec.name, Parameter.Type.STRING_ARRAY,
                                                      [])])
             node.set_descriptor(spec.name, desc)
