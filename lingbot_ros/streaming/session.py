@@ -116,7 +116,7 @@ class RunOutputs:
     """
 
     arrays: dict
-    kv_stats: list  # of CallStats
+    kv_stats: List[CallStats]
     results: list
 
 
