@@ -166,7 +166,7 @@ class Compression(Enum):
 
     def declared_size(self, buf: np.ndarray) -> tuple:
         """Return the (width, height) the stream declares, reading only its header."""
-        head = buf[:65536].tobytes()  # a JPEG frame header follows its tables: well within
+        head = buf[:65536].tobytes()  # a JPEG frame header follows its tables, within 64 KiB
         return jpeg_size(head) if self is Compression.JPEG else png_size(head)
 
 
