@@ -28,7 +28,7 @@ import threading
 import time
 
 from conftest import dds_domain
-from lingbot_ros.ros.executor import ExecutorKind, make_executor, PoolExecutor, QUEUED_WAIT_S
+from lingbot_ros.ros.executor import PoolExecutor, QUEUED_WAIT_S
 from lingbot_ros.ros.params import SPEC
 import pytest
 import rclpy
@@ -58,11 +58,8 @@ class Counting(PoolExecutor):
         return super().wait_for_ready_callbacks(*args, **kwargs)
 
 
-def test_the_default_is_the_packages_executor(ctx):
-    assert ExecutorKind(SPEC['executor'].default) == ExecutorKind.LINGBOT
-    executor = make_executor(ExecutorKind.LINGBOT, THREADS, context=ctx)
-    assert isinstance(executor, PoolExecutor)
-    executor.shutdown()
+def test_the_executor_is_no_parameter():
+    assert 'executor' not in SPEC  # one way of running the node: this executor
 
 
 def test_a_full_pool_makes_the_spinning_thread_wait(ctx):
@@ -167,7 +164,7 @@ def test_an_inline_group_runs_in_the_spinning_thread(ctx):
                       callback_group=images)
     node.create_timer(0.005, lambda: seen['pool'].add(threading.get_ident()),
                       callback_group=others)
-    executor = make_executor(ExecutorKind.LINGBOT, THREADS, context=ctx, inline=[images])
+    executor = PoolExecutor(THREADS, context=ctx, inline=[images])
     executor.add_node(node)
     try:
         deadline = time.monotonic() + 5

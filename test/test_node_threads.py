@@ -32,7 +32,7 @@ from diagnostic_msgs.msg import DiagnosticArray
 from lifecycle_msgs.msg import State, Transition
 from lifecycle_msgs.srv import ChangeState, GetState
 from lingbot_ros.ros import node as node_module
-from lingbot_ros.ros.executor import ExecutorKind, make_executor
+from lingbot_ros.ros.executor import PoolExecutor
 from lingbot_ros.ros.node import EXECUTOR_THREADS, LingbotNode
 from lingbot_ros.ros.params import camera_names_from_topics
 from lingbot_ros.ros.probe import Probe, status_of
@@ -48,11 +48,10 @@ DOMAIN = dds_domain(56)
 # Unique per run: in a shared ROS_DOMAIN_ID other nodes may publish on /diagnostics too,
 # and the counts below must be this node's messages only.
 RUN = uuid.uuid4().hex[:8]
-# Each executor's run has its own node name and topic: a probe of the second run that found
-# the first run's (destroyed) node still in the DDS discovery cache sent its change_state
-# there and waited for an answer that never came.
-NAMES = {kind: f'lingbot_threads_{RUN}_{kind.value}' for kind in ExecutorKind}
-TOPICS = {kind: f'/threads_{RUN}_{kind.value}/image' for kind in ExecutorKind}
+# Each test's node has its own name and topic: a probe that found an earlier test's
+# (destroyed) node still in the DDS discovery cache sent its change_state there and waited
+# for an answer that never came.
+RUNS = iter(range(1000))
 
 
 class Gate:
@@ -69,27 +68,28 @@ class Gate:
         session.submit = submit
 
 
-@pytest.fixture(params=list(ExecutorKind), ids=lambda k: k.value)
-def rig(monkeypatch, request):
+@pytest.fixture()
+def rig(monkeypatch):
     os.environ['ROS_AUTOMATIC_DISCOVERY_RANGE'] = 'LOCALHOST'
     monkeypatch.setattr(node_module, 'STOP_WAIT_S', 0.5)
+    run = next(RUNS)
+    name, topic = f'lingbot_threads_{RUN}_{run}', f'/threads_{RUN}_{run}/image'
     ctx = Context()
     rclpy.init(context=ctx, domain_id=DOMAIN)
     overrides = [Parameter('image_size', value=56), Parameter('scale_frames', value=1),
                  Parameter('diagnostics_period', value=0.1),
                  Parameter('qos_reliability', value='reliable'),
                  Parameter('queue_size', value=4),
-                 Parameter('camera_topics', value=[TOPICS[request.param]]),
+                 Parameter('camera_topics', value=[topic]),
                  Parameter('autostart', value=False)]
     node = LingbotNode(context=ctx, parameter_overrides=overrides,
-                       cli_args=['--ros-args', '-r', f'__node:={NAMES[request.param]}'])
-    executor = make_executor(request.param, EXECUTOR_THREADS, context=ctx,
-                             inline=node.inline_groups)  # as lingbot_node does
+                       cli_args=['--ros-args', '-r', f'__node:={name}'])
+    executor = PoolExecutor(EXECUTOR_THREADS, context=ctx,
+                            inline=node.inline_groups)  # as lingbot_node does
     executor.add_node(node)
     spinner = threading.Thread(target=executor.spin, daemon=True)
     spinner.start()
     probe = Probe('threads_probe', domain_id=DOMAIN)
-    name, topic = NAMES[request.param], TOPICS[request.param]
     box = {'node': node, 'probe': probe, 'diags': probe.collect(DiagnosticArray, '/diagnostics'),
            'image': probe.publisher(Image, topic), 'name': name,
            'camera_status': f'/{name}: camera {camera_names_from_topics([topic])[0]}'}

@@ -18,11 +18,11 @@
 import threading
 import time
 
+from doubles import LandsAtOnce
 from lingbot_ros.ros.camera import CameraStream
 from lingbot_ros.ros.counters import Stage
 from lingbot_ros.ros.output_thread import OutputThread
 from lingbot_ros.ros.worker import Frame, FrameQueue, Output, Worker
-from lingbot_ros.streaming.landing import LandsAtOnce
 import numpy as np
 import pytest
 

@@ -108,13 +108,27 @@ def test_invalid_values_name_the_parameter_value_and_rule(name, value, hint):
 
 def test_head_dtype_maps_into_the_engine_config():
     from lingbot_ros.streaming.config import HeadDtype
-    assert SPEC['head_dtype'].read_only and SPEC['head_dtype'].default == 'float32'
+    assert SPEC['head_dtype'].read_only
     assert set(SPEC['head_dtype'].choices) == {h.value for h in HeadDtype}
-    assert params.engine_config(parse({}), cuda_available=True).head_dtype is HeadDtype.FLOAT32
+    eng = params.engine_config(parse({'head_dtype': 'float32'}), cuda_available=True)
+    assert eng.head_dtype is HeadDtype.FLOAT32
     eng = params.engine_config(parse({'head_dtype': 'compute'}), cuda_available=True)
     assert eng.head_dtype is HeadDtype.COMPUTE and eng.dtype == 'bfloat16'
     with pytest.raises(ParamError, match='read-only'):
         update(parse({}), {'head_dtype': 'compute'})
+
+
+def test_the_defaults_are_the_fast_configuration_on_cuda_and_float32_eager_on_the_cpu():
+    from lingbot_ros.streaming.config import HeadDtype
+    from lingbot_ros.streaming.engine import Engine
+    cuda = params.engine_config(parse({}), cuda_available=True)
+    assert cuda.dtype == 'bfloat16' and cuda.torch_compile and cuda.cuda_graphs
+    assert cuda.head_dtype is HeadDtype.FLOAT16
+    cpu = params.engine_config(parse({'device': 'cpu'}), cuda_available=False)
+    assert cpu.dtype == 'float32'
+    engine = Engine.load(cpu)  # the tiny structure: what the defaults load without weights
+    assert engine.compiled_blocks == 0 and engine.compile_status.startswith('off')
+    assert engine.model.head_autocast_dtype is None  # float32 heads: no autocast at all
 
 
 def test_attention_backend_maps_into_the_engine_config():

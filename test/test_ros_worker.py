@@ -19,6 +19,7 @@ import sys
 import threading
 import time
 
+from doubles import LandsAtOnce
 from lingbot_ros.cache.stats import CacheStats
 from lingbot_ros.model.config import ConfigError
 from lingbot_ros.ros import messages
@@ -26,7 +27,6 @@ from lingbot_ros.ros.camera import CameraStream, RESIZE_AFTER, StampVerdict
 from lingbot_ros.ros.conventions import MapConvention
 from lingbot_ros.ros.reasons import Event, Level, Rejection
 from lingbot_ros.ros.worker import Frame, FrameQueue, NAN_RESET_AFTER, Worker, WorkerBusy
-from lingbot_ros.streaming.landing import LandsAtOnce
 from lingbot_ros.streaming.result import FrameResult, FrameType
 from lingbot_ros.streaming.session import FrameRejected, SizeChanged
 import numpy as np
@@ -611,6 +611,27 @@ def test_a_frame_that_comes_first_is_queued_behind_the_one_in_flight():
     assert [s for _, s in sink.published] == [10, 20, 30]
 
 
+def test_no_frame_is_launched_behind_one_still_running_on_the_device():
+    """A frame waits in the queue, not on the device: it never waits behind another there."""
+    cams, queue, sink, worker = _pipelined_rig()
+    session = cams[0].session
+    _started_with_three(worker, queue)
+    try:
+        assert _wait_for(lambda: session.in_flight and session.submits[-1] == 30)
+        queue.put(_frame(0, 40))
+        queue.put(_frame(0, 50))
+        time.sleep(0.1)
+        assert session.submits[-1] == 30 and queue_has(queue)  # the device still runs 30
+        session.done.set()  # 30 done: 40 goes to the device, then 30 lands behind it
+        assert _wait_for(lambda: session.submits[-1] == 40)
+        assert _wait_for(lambda: [s for _, s in sink.published] == [10, 20, 30])
+        time.sleep(0.1)
+        assert session.submits[-1] == 40 and queue_has(queue)  # 50 waits for 40
+    finally:
+        threading.Timer(0.2, session.done.set).start()
+        assert worker.stop(timeout=5)
+
+
 def test_stopping_and_resetting_land_the_frame_in_flight_first():
     cams, queue, sink, worker = _pipelined_rig()
     session = cams[0].session
@@ -634,7 +655,6 @@ def test_stopping_and_resetting_land_the_frame_in_flight_first():
 
 
 def test_a_rejection_that_costs_two_frames_counts_both():
-    import pickle
     cams, _, sink, worker = _rig()
     session = cams[0].session
     for stamp in (10, 20):
@@ -646,6 +666,3 @@ def test_a_rejection_that_costs_two_frames_counts_both():
     session.submit = rejected
     worker.process(_frame(0, 30))
     assert cams[0].counters.rejected_count(Rejection.NAN_OUTPUT) == 2
-    # as it comes back from the model's process
-    again = pickle.loads(pickle.dumps(FrameRejected('x', frames=2)))
-    assert again.frames == 2 and str(again) == 'x'

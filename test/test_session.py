@@ -554,18 +554,6 @@ def test_submitted_frames_equal_stepped_ones_across_windows_and_rollbacks(factor
     assert held == [False] * 3 + [True] * 27 and stepped.window_index >= 2
 
 
-def test_run_gives_the_same_arrays_pipelined_or_not(fixture_engine, fixture_images):
-    cfg = StreamConfig(scale_frames=3, sliding_window=2, keyframe_interval=2,
-                       max_window_frames=7)
-    a = fixture_engine.new_session('a', cfg).run(fixture_images, pipelined=True)
-    b = fixture_engine.new_session('b', cfg).run(fixture_images, pipelined=False)
-    assert a.arrays.keys() == b.arrays.keys()
-    for key in a.arrays:
-        np.testing.assert_array_equal(a.arrays[key], b.arrays[key], err_msg=key)
-    assert a.kv_stats == b.kv_stats
-    assert a.arrays['window_index'].max() >= 1
-
-
 def test_flow_mode_frames_are_not_left_in_flight():
     s = _session(FakeModel(), scale_frames=2, keyframe_mode='flow', flow_threshold_px=1.0)
     for i in range(6):

@@ -16,8 +16,8 @@
 The attention backends a cache may run, as one enum, without importing torch.
 
 :mod:`~lingbot_ros.cache.backends` resolves and runs them (and re-exports the enum); the
-node's process checks its ``attention_backend`` parameter against it long before (and,
-with ``model_process``, without ever) loading the model's code.
+node checks its ``attention_backend`` parameter against it before it imports torch or
+loads the model's code.
 """
 
 from __future__ import annotations

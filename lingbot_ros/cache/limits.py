@@ -15,8 +15,7 @@
 """
 The cache's limits that configurations are checked against, without importing torch.
 
-The node's process validates its parameters long before (and, with ``model_process``,
-without ever) loading the model's code.
+The node validates its parameters before it imports torch or loads the model's code.
 """
 
 MAX_KV_SPLITS = 16  # parts one frame's cached keys may be cut into (FlashInfer)

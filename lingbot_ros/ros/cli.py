@@ -31,7 +31,7 @@ import time
 from typing import Any, Optional, TYPE_CHECKING
 
 from lingbot_ros.ros.dds import use_large_image_profile
-from lingbot_ros.ros.executor import ExecutorKind, make_executor
+from lingbot_ros.ros.executor import PoolExecutor
 from lingbot_ros.ros.params import SPECS
 from lingbot_ros.ros.shutdown import StopRequest
 import rclpy
@@ -129,8 +129,7 @@ def main(args: Optional[list] = None) -> int:
     node = LingbotNode()
     if dds_note:
         node.get_logger().info(dds_note)
-    executor = make_executor(ExecutorKind(node._raw('executor')), EXECUTOR_THREADS,
-                             inline=node.inline_groups)
+    executor = PoolExecutor(EXECUTOR_THREADS, inline=node.inline_groups)
     executor.add_node(node)
     if node.autostart:  # from inside the executor, so diagnostics flow during configure
         starter = None

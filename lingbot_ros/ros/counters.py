@@ -95,8 +95,6 @@ class Stage(Enum):
     PREPARE = 'prepare'       # resize and normalise, on the model's device
     MODEL = 'model'           # the model call, outputs on the host
     FINISH = 'finish'         # the rest of the step: pose and intrinsics, the cache's commit
-    TRANSPORT = 'transport'   # the step as the worker waited for it, less prepare and step:
-    #                           the model process's round trip (model_process), else ~0
     HANDOFF = 'handoff'       # the step's end -> the output thread began the frame
     PUBLISH = 'publish'       # building and sending the frame's messages
 

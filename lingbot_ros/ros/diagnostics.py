@@ -86,8 +86,6 @@ class NodeInfo:
     checkpoint_sha256: str = 'none'
     activity: str = ''   # a long configure step under way or just done (a kernel build)
     made_by_session: str = 'none'     # what the sessions make for the messages: depth, points
-    model_process_restarts: int = 0   # model processes replaced after one ended
-    model_process_ended: str = ''     # how the last one ended
     error: str = ''
 
     @property
@@ -102,7 +100,6 @@ class NodeInfo:
         self.memory_estimate = 'n/a'
         self.fallbacks, self.converter_notes = [], []
         self.checkpoint_file = self.checkpoint_sha256 = 'none'
-        self.model_process_restarts, self.model_process_ended = 0, ''
 
 
 def node_status_name(node: str) -> str:
@@ -163,10 +160,6 @@ def node_status(info: NodeInfo, cameras: list, diag: Optional[DiagParams] = None
         if info.converter_notes:
             level = WARN
             problems.extend(info.converter_notes)
-        if info.model_process_restarts:
-            level = WARN
-            problems.append(f'model process restarted {info.model_process_restarts} time(s) '
-                            f'(the last one ended: {info.model_process_ended})')
     message = '; '.join(problems) if problems else \
         f'{info.state_text}, {len(cameras)} camera(s)'
     if info.activity and info.state is NodeState.CONFIGURING:
@@ -189,7 +182,6 @@ def node_status(info: NodeInfo, cameras: list, diag: Optional[DiagParams] = None
               ('unknown_parameters', ', '.join(info.unknown_parameters) or 'none'),
               ('fallbacks', '; '.join(info.fallbacks) or 'none'),
               ('made_by_session', info.made_by_session),
-              ('model_process_restarts', info.model_process_restarts),
               ('cameras', ', '.join(c.name for c in cameras))]
     return DiagnosticStatus(level=level, name=node_status_name(info.node), message=message,
                             hardware_id=info.hardware_id, values=_kv(values))

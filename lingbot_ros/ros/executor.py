@@ -15,53 +15,37 @@
 """
 A thread-pool executor that waits instead of spinning while its pool is busy.
 
-rclpy's ``MultiThreadedExecutor`` (up to and including the Kilted release we run, before
+rclpy's ``MultiThreadedExecutor`` (up to and including the Kilted release, before
 ros2/rclpy#1547) hands the thread pool a task and, on the next turn, finds the same task
 "not executing, not done" and yields it again, without waiting. While another thread holds
 the GIL (the GPU worker's per-frame Python), the pool threads cannot even start, so the
-spinning thread loops in Python, starving them further: a 15 Hz camera reached the node
-at 3-8 Hz on the H200. A robot's distro may still carry that executor, so the node brings
-its own. It keeps the set of tasks it handed to the pool and not yet started: such a task
-is never handed over again; the spinning thread instead sleeps on a condition (the GIL
-released) until a pool thread picks work up. A coroutine task suspended on a future (the
-``~/reset`` service waiting for the worker) is resumed at most every ``RESUME_S``.
+spinning thread loops in Python, starving them further, and a camera's frames are lost
+before the node takes them. A robot's distro may still carry that executor, so the node
+always spins with this one. It keeps the set of tasks it handed to the pool and not yet
+started: such a task is never handed over again; the spinning thread instead sleeps on a
+condition (the GIL released) until a pool thread picks work up. A coroutine task suspended
+on a future (the ``~/reset`` service waiting for the worker) is resumed at most every
+``RESUME_S``.
 
 The callback groups passed as ``inline`` (the node's image callbacks, which only convert
 and enqueue) run in the spinning thread itself, as a single-threaded executor runs them: an
 image then waits for no pool thread to wake and take the GIL, and the spinning thread does
-not turn its wait set once more for a sample still untaken. (Image stamp to callback was
-1.8 ms p50 on the H200 before; what this saves of it is still to be measured there.)
+not turn its wait set once more for a sample still untaken.
 """
 
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
-from enum import Enum
 import threading
 import time
 from typing import Any, Callable, Iterable, Optional
 
 from rclpy.exceptions import InvalidHandle
 from rclpy.executors import (ConditionReachedException, Executor, ExternalShutdownException,
-                             MultiThreadedExecutor, ShutdownException, TimeoutException)
+                             ShutdownException, TimeoutException)
 
 QUEUED_WAIT_S = 0.005  # longest the spinning thread waits for the pool to start a task
 RESUME_S = 0.005       # a suspended coroutine task is polled at most this often
-
-
-class ExecutorKind(Enum):
-    """Which executor spins the node (parameter ``executor``)."""
-
-    LINGBOT = 'lingbot'
-    RCLPY = 'rclpy'
-
-
-def make_executor(kind: ExecutorKind, num_threads: int, context: Any = None,
-                  inline: Iterable[Any] = ()) -> Executor:
-    """Build the executor the parameter names; ``inline``: groups ours runs in its thread."""
-    if kind == ExecutorKind.RCLPY:
-        return MultiThreadedExecutor(num_threads=num_threads, context=context)
-    return PoolExecutor(num_threads, context=context, inline=inline)
 
 
 class PoolExecutor(Executor):

@@ -80,10 +80,9 @@ def _optional(module: str) -> bool:
     """
     Tell whether an optional module is there.
 
-    FlashInfer is only looked up, not imported: importing it imports torch (5-6 s on the
-    GPU machines), which would hold up the node's start and, with ``model_process``, keep
-    this process from starting the model's process while torch loads. Whether it works is
-    said when the model loads (the attention backend and its reason).
+    FlashInfer is only looked up, not imported: importing it imports torch (seconds), which
+    would hold up the node's start before its parameters are even checked. Whether it
+    works is said when the model loads (the attention backend and its reason).
     """
     if module == 'flashinfer':
         try:
@@ -284,11 +283,7 @@ class LingbotNode(LifecycleNode):
         except (ParamError, ConfigError) as exc:
             return self._fail(f'invalid parameters: {exc}')
         phases.mark('parameters')
-        launch = None
         try:
-            if params.model.model_process:  # it imports torch while this process does
-                from lingbot_ros.streaming.engine_process import Launch
-                launch = Launch(max_image_bytes=3 * params.inputs.max_input_pixels)
             import torch
             from lingbot_ros.streaming.engine import Engine
             phases.mark('import torch')
@@ -296,11 +291,7 @@ class LingbotNode(LifecycleNode):
             phases.mark('device')  # the CUDA driver's start, where there is one
             self._log_memory_need(engine_cfg, stream_cfg, len(params.inputs.camera_topics))
             phases.mark('memory estimate')  # with auto attention: FlashInfer's import
-            if launch is not None:
-                engine, launch = launch.load(engine_cfg, self._configure_progress), None
-                log.info(f'model process: pid {engine.pid}')
-            else:
-                engine = Engine.load(engine_cfg, progress=self._configure_progress)
+            engine = Engine.load(engine_cfg, progress=self._configure_progress)
             self.engine = engine  # released by cleanup, or below if configure fails
             phases.mark('model', getattr(engine, 'load_phases', None))
             if engine.compiled_blocks:
@@ -310,9 +301,7 @@ class LingbotNode(LifecycleNode):
             sessions = [engine.new_session(n, stream_cfg) for n in names]
             phases.mark('sessions')
         except Exception as exc:  # noqa: BLE001 (EngineError, ConfigError, OSError ...)
-            if launch is not None:
-                launch.abandon()
-            self._close_engine()
+            self.engine = None
             text = str(exc).strip().splitlines()[0] if str(exc).strip() else ''
             return self._fail(f'cannot load the model: {type(exc).__name__}: {text}'
                               if not _is_ours(exc) else f'cannot load the model: {text}')
@@ -326,8 +315,7 @@ class LingbotNode(LifecycleNode):
         for cam in self.cameras:
             cam.sliding_window = stream_cfg.sliding_window
         self._queue = FrameQueue(len(self.cameras), params.inputs.queue_size)
-        self._worker = Worker(self.cameras, self._queue, self._out, self.current_stream_config,
-                              ahead=params.inputs.queue_ahead)
+        self._worker = Worker(self.cameras, self._queue, self._out, self.current_stream_config)
         self._maps = MapThread(len(self.cameras), map_config(params),
                                max_keyframe_images=params.outputs.colmap_max_keyframes)
         self._maps.start()
@@ -533,25 +521,17 @@ class LingbotNode(LifecycleNode):
         if self._worker is None or not self._worker.alive:
             self._destroy_retired()
             self.cameras, self._worker, self._queue = [], None, None
-            self._close_engine()
+            self.engine = None
         self.params = None
         gc.unfreeze()  # what configure froze can be collected again
         gc.collect()
-        torch = sys.modules.get('torch')  # never imported with the model in its own process
+        torch = sys.modules.get('torch')  # not imported when configure failed early
         try:
             if torch is not None and torch.cuda.is_available():
                 torch.cuda.empty_cache()
         except Exception:  # noqa: BLE001,S110 (best effort)
             pass
         self.info.unload()
-
-    def _close_engine(self) -> None:
-        """Drop the engine; a model process is asked to leave (and made to, if it must)."""
-        engine, self.engine = self.engine, None
-        close = getattr(engine, 'close', None)  # EngineProcess; an Engine goes with its refs
-        if close is not None:
-            code = close()
-            self.get_logger().info(f'model process ended (exit status {code})')
 
     def on_shutdown(self, state: LifecycleState) -> TransitionCallbackReturn:
         self._release()
@@ -609,11 +589,6 @@ class LingbotNode(LifecycleNode):
             self.info.cuda_graphs = engine.graph_status
             self.info.torch_compile = engine.compile_status
             memory = engine.device_memory()
-            lost = getattr(engine, 'lost', None)  # a model process that ended for good
-            if lost is not None and self.info.state == NodeState.ACTIVE:
-                self.info.error = f'the model process ended ({lost})'
-            self.info.model_process_restarts = getattr(engine, 'restarts', 0)
-            self.info.model_process_ended = getattr(engine, 'last_restart', '')
         if self._converter is not None:
             self.info.converter = self._converter.backend
             self.info.converter_notes = self._converter.notes

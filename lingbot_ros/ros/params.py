@@ -32,7 +32,6 @@ from typing import Any, Callable, Mapping, Optional
 
 from lingbot_ros.cache.backend_choice import AttentionBackend
 from lingbot_ros.ros.conventions import map_from_optical, MapConvention
-from lingbot_ros.ros.executor import ExecutorKind
 from lingbot_ros.streaming.config import (BACKENDS, EngineConfig, FrameProducts, HeadDtype,
                                           KeyframeMode, KvCacheDtype, PointsSpec,
                                           StreamConfig, WeightsDtype)
@@ -112,10 +111,10 @@ SPECS: tuple[Spec, ...] = (
          "the cache included, and each live frame's resize as one more (CUDA only; falls "
          'back to eager, reported in diagnostics).',
          read_only=True),
-    Spec('torch_compile', False, "torch.compile the blocks' work around attention and the "
-         'depth decoder (CUDA only): about 7 ms less per frame on the H200, but the first '
-         'frames compile for tens of seconds (less once PyTorch has cached the kernels on '
-         'the machine).',
+    Spec('torch_compile', True, "torch.compile the blocks' work around attention and the "
+         'depth decoder (CUDA only; no effect on the CPU). The first start on a machine '
+         'compiles for tens of seconds (said in the log and /diagnostics); '
+         'lingbot-ros-prepare does it ahead into caches that survive a restart.',
          read_only=True),
     Spec('attention_kv_splits', 0, "FlashInfer: cut each frame's cached keys into this many "
          'parts that run side by side, so one frame fills the GPU (0: chosen from the frame '
@@ -131,15 +130,14 @@ SPECS: tuple[Spec, ...] = (
          "'float8_e4m3': half the bytes of bfloat16 (opt-in; drift against float32 on real "
          'images 0.32 deg rotation, 0.68 % depth, as with the bf16 cache: see the README).',
          read_only=True, choices=tuple(k.value for k in KvCacheDtype)),
-    Spec('head_dtype', 'float32', "What the camera and depth heads compute in. 'float32': "
-         "autocast off in the heads, as the reference; 'compute': under autocast in dtype "
-         "too; 'float16': under autocast in float16 (both: channels-last convolutions; "
-         'their last layers, exp and LayerNorms stay float32; linear and convolution '
-         "weights in the heads' dtype, whatever weights_dtype says). No effect when dtype "
-         'is float32. On an H100 (benchmarks/README.md) low heads save 1.5-2.2 ms a frame; '
-         'drift against float32 on real images, 140 frames: bfloat16 heads 0.78 % depth '
-         "median instead of 0.23 % (the reference's bf16: 0.75 %); float16 heads as float32 "
-         'heads on the CPU smoke run (0.18 % against 0.17 %).', read_only=True,
+    Spec('head_dtype', 'float16', "What the camera and depth heads compute in. 'float16': "
+         "under autocast in float16; 'compute': under autocast in dtype; 'float32': autocast "
+         'off in the heads, as the reference. Under autocast the convolutions run '
+         "channels-last and the heads' last layers, exp and LayerNorm statistics stay "
+         "float32; their linear and convolution weights are kept in the heads' dtype, "
+         "whatever weights_dtype says. No effect when dtype is float32 (the CPU's). "
+         'float16 heads drift no more than float32 heads against a float32 run '
+         '(docs/performance.md); bfloat16 heads drift more.', read_only=True,
          choices=tuple(h.value for h in HeadDtype)),
     Spec('depth_chunk_frames', 0, 'Frames the depth head decodes at once in a multi-frame '
          "call (0: the model's own, 8); 1 bounds the scale call's memory (about 1.1 GiB less "
@@ -147,12 +145,6 @@ SPECS: tuple[Spec, ...] = (
     Spec('expandable_segments', False, "PyTorch CUDA allocator's expandable segments: memory "
          'one phase frees is usable by the next instead of stranded in half-used blocks '
          '(what lets window 48 capture its graphs under 8 GiB).', read_only=True),
-    Spec('model_process', False, 'Run the model in a process of its own, frames handed over '
-         "in shared memory: the node's other threads (image intake, messages, the map) then "
-         "never hold the GIL the model's Python needs between its GPU launches (at a 30 Hz "
-         'camera in one process a step took 49-55 ms for a 43-45 ms model call on the '
-         "H200). Costs one round trip a frame (/diagnostics: the 'transport' stage).",
-         read_only=True),
     Spec('image_size', 518, 'Model input width in pixels (a multiple of the 14 px patch); '
          'the height follows the camera aspect ratio.', read_only=True, low=28, high=1036,
          check=lambda v: v % 14 == 0, rule='a multiple of 14 in [28, 1036]'),
@@ -195,11 +187,6 @@ SPECS: tuple[Spec, ...] = (
          read_only=True, low=1, high=100),
     Spec('queue_size', 1, 'Frames waiting per camera for the worker; when full the oldest '
          'is dropped (newest wins) and counted.', read_only=True, low=1, high=32),
-    Spec('queue_ahead', True, 'Queue the next frame on the GPU before the one before is '
-         'finished on the host, so the GPU does not wait between frames (interval keyframes; '
-         'flow-mode frames go one at a time). A kept frame found non-finite then also costs '
-         'the frame behind it and re-seeds the window. Off: one frame at a time.',
-         read_only=True),
     Spec('use_cv_bridge', True, 'Use cv_bridge for raw images where it is installed.',
          read_only=True),
     Spec('max_input_pixels', 4096 * 4096, 'Largest image (width x height) accepted. A '
@@ -278,11 +265,6 @@ SPECS: tuple[Spec, ...] = (
          '<camera>_<time>.tum and .npz into.', check=bool, rule='a non-empty path'),
     Spec('autostart', True, 'Configure and activate on start (plain ros2 run / launch).',
          read_only=True),
-    Spec('executor', ExecutorKind.LINGBOT.value, "Callback executor. 'lingbot': the "
-         "package's own thread pool, which waits instead of spinning while its threads are "
-         "busy; 'rclpy': rclpy's MultiThreadedExecutor (busy-spins while the GPU worker "
-         'holds the GIL in rclpy releases without ros2/rclpy#1547).', read_only=True,
-         choices=tuple(k.value for k in ExecutorKind)),
 )
 SPEC = {s.name: s for s in SPECS}
 
@@ -309,7 +291,6 @@ class ModelParams:
     head_dtype: str
     depth_chunk_frames: int
     expandable_segments: bool
-    model_process: bool
 
 
 @dataclass(frozen=True)
@@ -337,7 +318,6 @@ class InputParams:
     qos_reliability: QosReliability
     qos_depth: int
     queue_size: int
-    queue_ahead: bool
     use_cv_bridge: bool
     max_input_pixels: int
     map_frame: str
@@ -398,7 +378,6 @@ class NodeParams:
     diag: DiagParams
     trajectory_dir: str
     autostart: bool
-    executor: ExecutorKind
 
     @property
     def resolved_preset(self) -> str:
@@ -506,7 +485,7 @@ def parse(values: Mapping[str, Any]) -> NodeParams:
                       inputs=pick(InputParams), outputs=pick(OutputParams),
                       diag=pick(DiagParams),
                       trajectory_dir=os.path.expanduser(v['trajectory_dir']),
-                      autostart=v['autostart'], executor=ExecutorKind(v['executor']))
+                      autostart=v['autostart'])
 
 
 def update(current: NodeParams, changes: Mapping[str, Any]) -> NodeParams:
@@ -519,8 +498,7 @@ def update(current: NodeParams, changes: Mapping[str, Any]) -> NodeParams:
 
 def as_values(p: NodeParams) -> dict:
     """Flatten the typed view back to parameter name -> value."""
-    out = {'trajectory_dir': p.trajectory_dir, 'autostart': p.autostart,
-           'executor': p.executor.value}
+    out = {'trajectory_dir': p.trajectory_dir, 'autostart': p.autostart}
     for part in (p.model, p.stream, p.inputs, p.outputs, p.diag):
         for f in fields(part):
             val = getattr(part, f.name)
@@ -592,8 +570,7 @@ def stream_config(p: NodeParams, listened: Listened = Listened()) -> StreamConfi
     Build the streaming layer's StreamConfig shared by every camera session.
 
     ``listened``: which of depth and points someone reads; the sessions make only those
-    (the others cost the worker a few tenths of a millisecond a frame for nothing, and with
-    ``model_process`` 1.2 MB more in the round trip).
+    (the others cost the worker host time every frame for nothing).
     """
     s = p.stream
     return StreamConfig(scale_frames=s.scale_frames, sliding_window=s.sliding_window,

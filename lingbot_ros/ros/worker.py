@@ -20,11 +20,14 @@ touches a session (submit, drain, reset, config update) happens here, so the ROS
 executor never waits on the GPU. Nothing in this module imports rclpy: the node hands
 in a :class:`Sink` that publishes (on its own output thread) and logs.
 
-Frames are submitted ahead (``Session.submit``): the worker queues a frame on the device
-and goes back to the queue. It lands the frame (its outputs to the host, its result to
-the sink) when the device is done with it, unless a new frame comes first, which is
-then queued behind it so that the device does not wait for the host. A
-:class:`LandingWatch` thread wakes the worker when a frame is done.
+One frame at a time on the device, the host's work on it overlapped with the next:
+the worker launches a frame (``Session.submit``) only once the device has finished the
+frame before it, and then lands that one (its outputs to the host, its result to the
+sink) while the device runs the new frame. A frame therefore never waits on the device
+behind another (its latency is one model call plus the host's share), and the device
+waits for the host only while the next frame is prepared. When no frame comes, the one
+in flight lands as soon as the device is done with it: a :class:`LandingWatch` thread
+waits on the device and wakes the worker.
 """
 
 from __future__ import annotations
@@ -40,7 +43,6 @@ from lingbot_ros.model.config import ConfigError
 from lingbot_ros.ros.camera import CameraStream, RESIZE_AFTER
 from lingbot_ros.ros.counters import Stage
 from lingbot_ros.ros.reasons import Event, Level, Rejection, Topic
-from lingbot_ros.streaming.engine_process import EngineRestarted
 from lingbot_ros.streaming.errors import FrameRejected, out_of_memory_error, SizeChanged
 from lingbot_ros.streaming.result import FrameResult, FrameTimings
 import numpy as np
@@ -99,6 +101,16 @@ class FrameQueue:
             waiting = self._waiting > 0
         if waiting:
             time.sleep(0)  # releases the GIL; the woken worker takes it
+
+    def wait(self, timeout: float, until: Callable[[], bool]) -> None:
+        """Block until ``until()`` holds, the queue closes or ``timeout`` passes; take nothing."""
+        with self._cond:
+            deadline = time.monotonic() + timeout
+            while not self._closed and not until():
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return
+                self._cond.wait(left)
 
     def get(self, timeout: float,
             until: Optional[Callable[[], bool]] = None) -> Optional[Frame]:
@@ -247,9 +259,8 @@ class Worker:
     """
 
     def __init__(self, cameras: list, queue: FrameQueue, sink: Sink,
-                 stream_config: Callable[[], Any], ahead: bool = True) -> None:
+                 stream_config: Callable[[], Any]) -> None:
         self.cameras = cameras
-        self.ahead = ahead  # submit frames ahead (else step: one frame at a time)
         self.queue = queue
         self.sink = sink
         self._stream_config = stream_config
@@ -326,8 +337,12 @@ class Worker:
             frame = None
             try:
                 self._serve_reset()
-                frame = queue.get(timeout=0.1, until=self._flight_done)
-                self._serve_reset()
+                if self._device_busy():  # launch nothing behind a frame still running
+                    queue.wait(0.1, until=lambda: stop.is_set() or not self._device_busy())
+                    self._serve_reset()
+                if not self._device_busy():
+                    frame = queue.get(timeout=0.1, until=self._flight_done)
+                    self._serve_reset()
                 if frame is not None and not stop.is_set():
                     self.process(frame)
                     session = self.cameras[frame.camera].session
@@ -349,6 +364,11 @@ class Worker:
         with self._lock:
             self._live = False  # from here on, request_reset serves resets itself
         self._serve_reset()  # one asked for while stopping is still answered
+
+    def _device_busy(self) -> bool:
+        """Whether a frame launched ahead is still running on the device (worker thread)."""
+        return any(cam.session is not None and cam.session.in_flight
+                   and not cam.session.flight_ready() for cam in self.cameras)
 
     def _flight_done(self) -> bool:
         """Whether a frame left in flight is done on the device (worker thread)."""
@@ -417,8 +437,7 @@ class Worker:
             cam.counters.set_buffered(cam.counters.buffered + 1)
         elif any(not r.timings.streamed for r in results):  # the scale call
             cam.counters.on_stepped(now, (now - t0) * 1e3, {Stage.QUEUE: waited_ms})
-        own = results[-1].stamp_ns == frame.stamp_ns if results else False
-        self._deliver(cam, results, call_ms=(now - t0) * 1e3 if own else None)
+        self._deliver(cam, results)
 
     def _guarded(self, cam: CameraStream, stamp_ns: Optional[int],
                  call: Callable[[], list]) -> Optional[list]:
@@ -441,31 +460,19 @@ class Worker:
         except FrameRejected as exc:  # non-finite output
             self._forget_stamp(cam, stamp_ns)
             self._non_finite(cam, str(exc), exc.frames)
-        except EngineRestarted as exc:  # a new model process: every session starts over
-            self._forget_stamp(cam, stamp_ns)
-            self._reject(cam, Rejection.ERROR, str(exc), Level.WARN)
-            for each in self.cameras:
-                self._reset(each)
         except Exception as exc:  # noqa: BLE001 (a bug must not stop the stream)
             self._forget_stamp(cam, stamp_ns)
             self._reject(cam, Rejection.ERROR, f'{type(exc).__name__}: {exc}', Level.ERROR)
         return None
 
-    def _deliver(self, cam: CameraStream, results: list,
-                 call_ms: Optional[float] = None) -> None:
-        """
-        Count and hand landed results to the sink, oldest first.
-
-        ``call_ms``: the session call's time when it returned the frame it was given
-        (a step, or the model's process): the way there and back is then measured.
-        """
+    def _deliver(self, cam: CameraStream, results: list) -> None:
+        """Count and hand landed results to the sink, oldest first."""
         now = time.monotonic()
         streamed = [r for r in results if r.timings.streamed]
         for r in streamed:
             waited = cam.waited_ms.pop(r.stamp_ns, None)
             step_ms = r.timings.step + (r.timings.prepare or 0.0)
-            mine = call_ms if r is results[-1] else None
-            cam.counters.on_stepped(now, step_ms, _stages(r.timings, waited, mine))
+            cam.counters.on_stepped(now, step_ms, _stages(r.timings, waited))
         if results:
             cam.counters.set_buffered(0)
             self._follow_map(cam, results[0].map_epoch)
@@ -491,9 +498,8 @@ class Worker:
 
     def _step(self, cam: CameraStream, frame: Frame) -> list:
         """Submit to the session; a camera that changed resolution for good gets a new one."""
-        feed = cam.session.submit if self.ahead else cam.session.step
         try:
-            results = feed(frame.image, frame.stamp_ns)
+            results = cam.session.submit(frame.image, frame.stamp_ns)
         except SizeChanged:
             hw = tuple(frame.image.shape[:2])
             if not cam.size_changed_for_good(hw):
@@ -502,7 +508,7 @@ class Worker:
                              f'the camera now sends {hw[1]}x{hw[0]} ({RESIZE_AFTER} frames in '
                              'a row): new session, the next poses start a new map', Level.WARN)
             self._reset(cam)
-            results = feed(frame.image, frame.stamp_ns)
+            results = cam.session.submit(frame.image, frame.stamp_ns)
         cam.size_accepted()
         return results
 
@@ -537,19 +543,10 @@ class Worker:
         self.sink.report(cam, reason, text, level)
 
 
-def _stages(t: FrameTimings, waited_ms: Optional[float], call_ms: Optional[float]) -> dict:
-    """
-    Split a streamed frame's part of the latency.
-
-    The session times its own parts (prepare, model, the rest of its step); where the
-    call that returned the frame is the one that took it (``call_ms``), what the worker
-    waited beyond them is the way to the session and back: the model process's round
-    trip with ``model_process``, next to nothing in one process.
-    """
-    own = t.step + (t.prepare or 0.0)
+def _stages(t: FrameTimings, waited_ms: Optional[float]) -> dict:
+    """Split a streamed frame's part of the latency as the session timed it."""
     return {Stage.QUEUE: waited_ms, Stage.PREPARE: t.prepare, Stage.MODEL: t.model,
-            Stage.FINISH: t.step - t.model,
-            Stage.TRANSPORT: None if call_ms is None else max(0.0, call_ms - own)}
+            Stage.FINISH: t.step - t.model}
 
 
 def _finite(result: FrameResult) -> bool:
@@ -557,8 +554,8 @@ def _finite(result: FrameResult) -> bool:
 
 
 def _empty_device_cache() -> None:
-    """Give the allocator's free blocks back (where this process runs the model)."""
-    torch = sys.modules.get('torch')  # a model process empties its own after an OOM
+    """Give the allocator's free blocks back after an out-of-memory error."""
+    torch = sys.modules.get('torch')
     try:
         if torch is not None and torch.cuda.is_available():
             torch.cuda.empty_cache()

@@ -15,9 +15,8 @@
 """
 A CUDA device's memory as the process that runs the model sees it.
 
-Read where the model runs: in the node's own process, or in the model's process
-(:mod:`~lingbot_ros.streaming.engine_process`), which sends it along with its replies.
-The node's diagnostics only format it, so they never touch CUDA themselves.
+Read by the engine, which owns the device; the node's diagnostics only format it, so they
+never touch CUDA themselves.
 """
 
 from __future__ import annotations

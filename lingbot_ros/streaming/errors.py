@@ -15,8 +15,7 @@
 """
 What a session's step may refuse a frame with; importable without torch.
 
-The node's process handles these (with ``model_process`` they come back pickled from the
-model's process) and needs no model code to name them.
+The node handles these before it has loaded any model code, so they name nothing of it.
 """
 
 

@@ -405,17 +405,15 @@ class Session:
     # --- array entry point ----------------------------------------------------------------
 
     def run(self, images: torch.Tensor, stamps: Optional[Sequence[int]] = None,
-            progress: Optional[Callable[[int], None]] = None,
-            pipelined: bool = True) -> RunOutputs:
+            progress: Optional[Callable[[int], None]] = None) -> RunOutputs:
         """
         Run a whole ``[S, 3, H, W]`` stack in [0, 1] from a fresh state.
 
         The scale phase takes ``min(scale_frames, S)`` frames, as the reference does.
         ``stamps`` default to the frame index in nanoseconds. ``progress`` is called
         with the number of frames done after every call (a frame is done once its
-        outputs are on the host). ``pipelined``: queue each streamed frame on the device
-        before finishing the one before on the host (see :meth:`submit`); the outputs
-        are the same either way.
+        outputs are on the host). Each streamed frame is queued on the device before the
+        one before is finished on the host, as :meth:`submit` does.
         """
         if images.ndim != 4 or images.shape[1] != 3:
             raise ValueError(f'expected images [S, 3, H, W], got {tuple(images.shape)}')
@@ -430,8 +428,7 @@ class Session:
         for i in range(s):
             prep = Prepared(image=upload(images[i], self._ctx.device).to(torch.float32),
                             model_to_input=np.eye(3), input_hw=hw)
-            records += self._feed(prep, stamps[i], scale, keep_records=True,
-                                  pipelined=pipelined)
+            records += self._feed(prep, stamps[i], scale, keep_records=True, pipelined=True)
             stats += self.last_call_stats
             if progress is not None:
                 progress(len(records))

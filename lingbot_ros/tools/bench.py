@@ -20,6 +20,12 @@ milliseconds per frame (all frames, and steady state once the window is full), p
 device memory and, with ``--compare-fp32``, how far the poses of the chosen dtype
 drift from a float32 run of the same weights and images. Random weights by default:
 speed does not depend on their values.
+
+The model runs as the node would run it: its settings (dtype, attention, CUDA graphs,
+torch_compile, head_dtype ...) come from the parameter table's defaults, a node parameter
+file (``--params-file``) and ``--set`` overrides; the flags below override those again.
+The stream's settings (image size, window, keyframes) are the bench's own, so that the
+reference's profiler can be run with the same ones.
 """
 
 from __future__ import annotations
@@ -36,6 +42,7 @@ from typing import Callable, Optional, Sequence
 from lingbot_ros.cache.backend_choice import AttentionBackend
 from lingbot_ros.streaming.config import BACKENDS, EngineConfig, HeadDtype, StreamConfig
 from lingbot_ros.streaming.engine import Engine
+from lingbot_ros.tools import param_values
 import numpy as np
 import torch
 
@@ -59,15 +66,14 @@ def _sync(device: torch.device) -> None:
 
 
 def run_once(engine: Engine, stream: StreamConfig, images: torch.Tensor,
-             pipelined: bool = True,
              on_progress: Optional[Callable[[int], None]] = None) -> dict:
     """
     Stream ``images`` through a fresh session; return per-call times and pose codes.
 
     A frame's time ends when its outputs are on the host (the session waits for them
-    before it reports progress), so no device sync is added per frame: with
-    ``pipelined`` the next frame is already queued on the device by then. ``on_progress``
-    is called with the frames done so far each time frames land.
+    before it reports progress), so no device sync is added per frame: the next frame is
+    already queued on the device by then. ``on_progress`` is called with the frames done
+    so far each time frames land.
     """
     session = engine.new_session('bench', stream)
     device = engine.device
@@ -80,7 +86,7 @@ def run_once(engine: Engine, stream: StreamConfig, images: torch.Tensor,
 
     _sync(device)
     start = time.perf_counter()
-    out = session.run(images, progress=progress, pipelined=pipelined)
+    out = session.run(images, progress=progress)
     per_call, last_t, last_n = [], start, 0
     for done, t in marks:
         if done > last_n:
@@ -125,14 +131,13 @@ def _activities(engine: Engine) -> list:
 
 
 def profile_landed(engine: Engine, stream: StreamConfig, images: torch.Tensor, first: int,
-                   last: Optional[int] = None, pipelined: bool = True,
-                   record_shapes: bool = False) -> tuple:
+                   last: Optional[int] = None, record_shapes: bool = False) -> tuple:
     """
     Profile a run from the landing of frame ``first`` to that of ``last`` (None: its end).
 
     Returns (profiler, the frame count at which it started, frames profiled); the profiler
-    is None when the run never reached ``first``. Counted by landings, so a pipelined run
-    may hold one frame's kernels more or less at each edge.
+    is None when the run never reached ``first``. Counted by landings, so the run (frames
+    queued ahead) may hold one frame's kernels more or less at each edge.
     """
     from torch.profiler import profile
     prof = profile(activities=_activities(engine), record_shapes=record_shapes)
@@ -146,7 +151,7 @@ def profile_landed(engine: Engine, stream: StreamConfig, images: torch.Tensor, f
             marks.append(done)
             prof.stop()
 
-    run_once(engine, stream, images, pipelined, on_progress=on_landing)
+    run_once(engine, stream, images, on_progress=on_landing)
     if not marks:
         return None, 0, 0
     if len(marks) == 1:
@@ -156,7 +161,7 @@ def profile_landed(engine: Engine, stream: StreamConfig, images: torch.Tensor, f
 
 
 def profile_run(engine: Engine, stream: StreamConfig, images: torch.Tensor,
-                top: int = 30, pipelined: bool = True, steady_from: int = 0) -> dict:
+                top: int = 30, steady_from: int = 0) -> dict:
     """
     Profile a whole run, then the frames from ``steady_from`` on (the window full).
 
@@ -164,7 +169,7 @@ def profile_run(engine: Engine, stream: StreamConfig, images: torch.Tensor,
     """
     from torch.profiler import profile
     with profile(activities=_activities(engine)) as prof:
-        run_once(engine, stream, images, pipelined)
+        run_once(engine, stream, images)
     result = _kernel_table(prof, images.shape[0], top)
     print(f"device time {result['device_ms_per_frame']:.1f} ms/frame in "
           f"{result['kernels_per_frame']:.0f} kernels/frame; top:")
@@ -173,8 +178,7 @@ def profile_run(engine: Engine, stream: StreamConfig, images: torch.Tensor,
     frames = images.shape[0]
     if not 0 < steady_from < frames - 1:
         return result
-    steady, started, n = profile_landed(engine, stream, images, steady_from,
-                                        pipelined=pipelined)
+    steady, started, n = profile_landed(engine, stream, images, steady_from)
     if steady is None:
         return result
     table = _kernel_table(steady, n, top)
@@ -201,12 +205,12 @@ def pose_drift(a: np.ndarray, b: np.ndarray) -> dict:
     }
 
 
-def _kv_splits(engine: Engine, args: argparse.Namespace) -> int:
+def _kv_splits(engine: Engine, args: argparse.Namespace, settings: EngineConfig) -> int:
     """Key parts of a streaming frame's attention (FlashInfer only; else 1)."""
     if engine.backend is not AttentionBackend.FLASHINFER:
         return 1
-    if args.kv_splits:
-        return args.kv_splits
+    if settings.attention_kv_splits:
+        return settings.attention_kv_splits
     from lingbot_ros.cache.backends import auto_kv_splits
     from lingbot_ros.model.config import SPECIAL_TOKENS
     mc, p = engine.model_config, engine.model_config.patch_size
@@ -222,11 +226,15 @@ def _dtype_name(dtype: Optional[torch.dtype]) -> str:
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog='lingbot-ros-bench', description=__doc__.split('\n')[1])
-    p.add_argument('--preset', default='release')
+    param_values.add_arguments(p)
+    p.add_argument('--preset', default='release',
+                   help="network structure (default: release, the released model's)")
     p.add_argument('--checkpoint', default=None)
-    p.add_argument('--device', default='auto')
-    p.add_argument('--dtype', default='bfloat16', choices=['float32', 'bfloat16', 'float16'])
-    p.add_argument('--backend', default='auto', choices=BACKENDS)
+    p.add_argument('--device', default=None, help="default: the parameters' ('auto')")
+    p.add_argument('--dtype', default=None, choices=['float32', 'bfloat16', 'float16'],
+                   help="default: the parameters' (bfloat16 on CUDA, float32 on the CPU)")
+    p.add_argument('--backend', default=None, choices=BACKENDS,
+                   help="attention backend (default: the parameters')")
     p.add_argument('--height', type=int, default=378)
     p.add_argument('--width', type=int, default=504)
     p.add_argument('--frames', type=int, default=100)
@@ -238,18 +246,14 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument('--compare-fp32', action='store_true',
                    help='also run in float32 and report the pose drift')
     p.add_argument('--eager', action='store_true', help='no CUDA graphs (as the reference)')
-    p.add_argument('--compile', action='store_true',
+    p.add_argument('--compile', default=None, action=argparse.BooleanOptionalAction,
                    help="torch.compile the blocks' pieces around attention and the depth "
-                        'decoder (CUDA only)')
-    p.add_argument('--kv-splits', type=int, default=0,
-                   help='FlashInfer key parts per frame (0: auto)')
-    p.add_argument('--head-dtype', default=HeadDtype.FLOAT32.value,
-                   choices=[h.value for h in HeadDtype],
-                   help="what the camera and depth heads compute in: 'float32' (as the "
-                   "reference), 'compute' (under autocast in --dtype) or 'float16' (under "
-                   'autocast in float16); no effect when --dtype is float32')
-    p.add_argument('--sequential', action='store_true',
-                   help='finish each frame on the host before queuing the next (no pipelining)')
+                        "decoder (CUDA only; default: the parameters' torch_compile)")
+    p.add_argument('--kv-splits', type=int, default=None,
+                   help="FlashInfer key parts per frame (0: auto; default: the parameters')")
+    p.add_argument('--head-dtype', default=None, choices=[h.value for h in HeadDtype],
+                   help='what the camera and depth heads compute in (default: the '
+                        "parameters' head_dtype); no effect when --dtype is float32")
     p.add_argument('--profile', action='store_true',
                    help='after timing, profile one more run and print the top kernels')
     p.add_argument('--seed', type=int, default=0)
@@ -257,9 +261,33 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
+def engine_settings(args: argparse.Namespace) -> EngineConfig:
+    """
+    Return the engine configuration the node would run, with the bench's flags on top.
+
+    The bench's own default is the release structure (the parameters' 'auto' means tiny
+    without a checkpoint).
+    """
+    from lingbot_ros.ros.params import engine_config, parse, ParamError
+    given = param_values.values(args, 'lingbot-ros-bench')
+    given.setdefault('preset', args.preset)
+    flags = {'checkpoint': args.checkpoint, 'device': args.device, 'dtype': args.dtype,
+             'attention_backend': args.backend, 'torch_compile': args.compile,
+             'attention_kv_splits': args.kv_splits, 'head_dtype': args.head_dtype,
+             'seed': args.seed}
+    given.update({k: v for k, v in flags.items() if v is not None})
+    if args.eager:
+        given['cuda_graphs'] = False
+    try:
+        return engine_config(parse(given), torch.cuda.is_available())
+    except ParamError as exc:
+        raise SystemExit(f'lingbot-ros-bench: {exc}') from exc
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Run the benchmark; print a table; optionally write JSON."""
     args = _parser().parse_args(argv)
+    settings = engine_settings(args)
     stream = StreamConfig(scale_frames=args.scale_frames, sliding_window=args.sliding_window,
                           keyframe_interval=args.keyframe_interval,
                           camera_iterations=args.camera_iterations,
@@ -267,23 +295,17 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     images = synthetic_stack(args.frames, args.height, args.width, args.seed)
     results = {'args': {k: str(v) for k, v in vars(args).items()}}
     runs = {}
-    dtypes = [args.dtype] + (['float32'] if args.compare_fp32 and args.dtype != 'float32'
-                             else [])
+    dtypes = [settings.dtype] + (['float32'] if args.compare_fp32
+                                 and settings.dtype != 'float32' else [])
     for dtype in dtypes:
-        engine = Engine.load(EngineConfig(checkpoint=args.checkpoint, preset=args.preset,
-                                          device=args.device, dtype=dtype,
-                                          attention_backend=args.backend, seed=args.seed,
-                                          cuda_graphs=not args.eager,
-                                          torch_compile=args.compile,
-                                          attention_kv_splits=args.kv_splits,
-                                          head_dtype=HeadDtype(args.head_dtype)))
+        engine = Engine.load(settings.replace(dtype=dtype))
         t = time.perf_counter()   # the warm-up builds kernels, compiles and captures
         for _ in range(args.warmup):
-            run_once(engine, stream, images[:args.scale_frames + 4], not args.sequential)
+            run_once(engine, stream, images[:args.scale_frames + 4])
         warmup_s = time.perf_counter() - t
         if engine.device.type == 'cuda':
             torch.cuda.reset_peak_memory_stats(engine.device)
-        run = run_once(engine, stream, images, not args.sequential)
+        run = run_once(engine, stream, images)
         summary = summarise(run['calls'], steady_after=args.sliding_window)
         if engine.device.type == 'cuda':
             summary['peak_memory_gib'] = torch.cuda.max_memory_allocated(engine.device) / 2**30
@@ -292,19 +314,19 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                        backend_reason=engine.backend_reason,
                        cuda_graphs=engine.graph_status, torch_compile=engine.compile_status,
                        warmup_s=warmup_s, model=engine.description, stats=run['stats'].as_dict(),
-                       kv_splits=_kv_splits(engine, args), head_dtype=args.head_dtype,
-                       pipelined=not args.sequential,
+                       kv_splits=_kv_splits(engine, args, settings),
+                       head_dtype=settings.head_dtype.value,
                        heads_compute_in=_dtype_name(engine.model.head_autocast_dtype))
         runs[dtype] = run
         results[dtype] = summary
         if args.profile:
-            summary['profile'] = profile_run(engine, stream, images, pipelined=not args.sequential,
+            summary['profile'] = profile_run(engine, stream, images,
                                              steady_from=args.scale_frames + args.sliding_window)
         del engine
         if torch.cuda.is_available():
             torch.cuda.empty_cache()
     if len(runs) == 2:
-        results['drift_vs_float32'] = pose_drift(runs[args.dtype]['pose_enc'],
+        results['drift_vs_float32'] = pose_drift(runs[settings.dtype]['pose_enc'],
                                                  runs['float32']['pose_enc'])
     print(json.dumps(results, indent=2, default=str))
     for dtype in dtypes:
@@ -315,7 +337,6 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
               f"{r['steady_fps']:.1f} FPS, backend {r['backend']}, graphs {r['cuda_graphs']}, "
               f"compile {r['torch_compile']}, key parts {r['kv_splits']}, "
               f"heads in {r['heads_compute_in']}, "
-              f"{'pipelined' if r['pipelined'] else 'sequential'}, "
               f"warm-up {r['warmup_s']:.1f} s")
     if 'drift_vs_float32' in results:
         print('drift vs float32:', results['drift_vs_float32'])

@@ -36,31 +36,13 @@ import argparse
 import sys
 from typing import Optional
 
+from lingbot_ros.tools import param_values
+
 
 def parse_args(argv: Optional[list] = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog='lingbot-ros-prepare', description=__doc__.split('\n\n')[1])
-    p.add_argument('--params-file', default=None,
-                   help="the node's parameter file (config/lingbot.yaml shape); its model "
-                        'settings decide which kernels are built')
-    p.add_argument('--set', action='append', default=[], metavar='NAME:=VALUE',
-                   help='override one parameter, as -p does for the node (repeatable)')
+    param_values.add_arguments(p)
     return p.parse_args(argv)
-
-
-def _values(args: argparse.Namespace) -> dict:
-    import yaml
-    values: dict = {}
-    if args.params_file:
-        with open(args.params_file) as fh:
-            data = yaml.safe_load(fh) or {}
-        for section in data.values():  # '/**' or the node's own name
-            values.update((section or {}).get('ros__parameters', {}))
-    for item in args.set:
-        name, sep, text = item.partition(':=')
-        if not sep:
-            raise SystemExit(f'lingbot-ros-prepare: --set {item!r}: expected NAME:=VALUE')
-        values[name] = yaml.safe_load(text)
-    return values
 
 
 def main(argv: Optional[list] = None) -> int:
@@ -71,7 +53,7 @@ def main(argv: Optional[list] = None) -> int:
     from lingbot_ros.streaming.config import NOMINAL_INPUT_HW
     from lingbot_ros.streaming.engine import Engine, EngineError, prepare_kernels
     try:
-        params = parse(_values(args))
+        params = parse(param_values.values(args, 'lingbot-ros-prepare'))
         cfg = engine_config(params, torch.cuda.is_available())
         backend, reason, seconds = prepare_kernels(cfg, progress=print)
     except (ParamError, EngineError, OSError) as exc:

@@ -12,7 +12,7 @@
 # See the License for the specific language governing permissions and
 # limitations under the License.
 
-"""The submit/drain surface of a session that finishes every frame before it returns."""
+"""Test doubles: the submit/drain surface of a session that finishes a frame at once."""
 
 from typing import Callable
 
@@ -27,9 +27,8 @@ class LandsAtOnce:
     """
     ``Session.submit``'s surface over the subclass's ``step``: nothing is left in flight.
 
-    For sessions whose frames are done when ``step`` returns (the model's own process,
-    which answers once a frame's results are on the host; test doubles), so the worker
-    drives every session the same way.
+    For fake sessions whose frames are done when ``step`` returns, so that the worker drives
+    them as it drives a real one.
     """
 
     in_flight = False
