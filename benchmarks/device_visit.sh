@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# Copyright 2026 The lingbot_ros Authors
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+#
+# The GPU figures of the shipped configuration (config/lingbot.yaml, release structure, random
+# weights), step by step, each step's output packed into $OUT as it ends so that a run cut
+# short still returns what finished. Run from the repository root on the GPU machine after the
+# wheel line of ../shared/device/README.md (the --ros wheels). Carried, git-ignored:
+# .reference/ (the reference checkout, see the top of side_by_side.py), .data/courthouse (the
+# sample images) and, from an earlier run, .kernels/flashinfer_kernels.tgz.
+#
+# Usage: benchmarks/device_visit.sh STEPS...
+#   use_kernels   FlashInfer's kernels of an earlier run from .kernels/ (no rebuild)
+#   save_kernels  this run's FlashInfer kernels into $OUT, for the next (carry them as .kernels/)
+#   prepare       lingbot-ros-prepare --params-file config/lingbot.yaml: kernels and compile, timed
+#   restart       the node started twice on a checkpoint file after prepare: seconds to active
+#   live15 live30 live2
+#                 the node over DDS at a 15 Hz camera, a 30 Hz camera and two 15 Hz cameras,
+#                 640x480 rgb8, depth + points + map, counted beside it (benchmarks/live_node.py)
+#   bench         lingbot-ros-bench --profile: steady frame time, kernels and graph segments
+#   sbs           side_by_side.py: the reference's profiler and ours, both settings
+#   drift:SEED    bf16_drift.py on weights drawn with SEED: the reference in float32 and bf16,
+#                 ours as shipped
+#   tests         the GPU tests, at most TESTS_S seconds (default 200)
+# COMMIT names our commit in the results (the machine's copy of .git may be stale).
+set -uo pipefail
+PY=${PYTHON:-python3}
+OUT=${OUT:-/tmp/device_visit_out}
+LOGS=${LOGS:-/tmp/device_visit}
+COMMIT=${COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}
+PARAMS=config/lingbot.yaml
+SOURCE=.data/courthouse
+mkdir -p "$LOGS" "$OUT"
+export PYTHONUNBUFFERED=1
+nvidia-smi --query-gpu=name,memory.total --format=csv,noheader | tee "$LOGS/gpu.txt"
+echo "ours $COMMIT" | tee -a "$LOGS/gpu.txt"
+LIVE=(--params "$PARAMS" --source "$SOURCE" --size 640x480 --set preset:=release
+      --set publish_depth:=true --set publish_points:=true --set publish_map:=true)
+live() {  # name, time limit, then live_node.py arguments
+  local name=$1 limit=$2; shift 2
+  timeout "$limit" $PY benchmarks/live_node.py "${LIVE[@]}" "$@" --node-log "$LOGS/$name.log" \
+      --out "$LOGS/$name" | tail -n 8
+}
+for step in "$@"; do
+  echo "=== $step ($(date +%T))"; t0=$SECONDS
+  case $step in
+    use_kernels) bash benchmarks/device_kernels.sh use .kernels ;;
+    save_kernels) bash benchmarks/device_kernels.sh save "$OUT" ;;
+    prepare) $PY -m lingbot_ros.tools.prepare --params-file "$PARAMS" --set preset:=release \
+                 2>&1 | tee "$LOGS/prepare.txt" ;;
+    restart) ckpt=/tmp/lingbot_random_release.safetensors
+             [[ -f $ckpt ]] || $PY benchmarks/random_checkpoint.py --preset release --out "$ckpt" \
+                 | tee -a "$LOGS/restart.txt"
+             for pass in 1 2; do
+               live "restart_$pass" 150 --rate 15 --frames 60 --warmup 0 --block 60 \
+                   --set checkpoint:="$ckpt" | head -n 3 | tee -a "$LOGS/restart.txt"
+             done ;;
+    live15) live live_15hz 150 --rate 15 --frames 450 ;;
+    live30) live live_30hz 150 --rate 30 --frames 900 --block 250 ;;
+    live2) live live_2cam_15hz 150 --rate 15 --frames 450 --cameras 2 ;;
+    bench) $PY -m lingbot_ros.tools.bench --params-file "$PARAMS" --frames 100 --profile \
+               --out "$LOGS/model_bench.json" > "$LOGS/model_bench.txt" 2>&1
+           tail -n 3 "$LOGS/model_bench.txt" ;;
+    sbs) $PY benchmarks/side_by_side.py --reference .reference --ours-commit "$COMMIT" \
+             --budget-s 400 --reference-timeout-s 140 --ours-timeout-s 100 --out "$LOGS/sbs" \
+             2>&1 | tail -n 24 ;;
+    drift:*) seed=${step#drift:}
+             timeout 480 $PY benchmarks/bf16_drift.py --reference .reference --images "$SOURCE" \
+                 --runs ref-fp32,ref-bf16,ours-bf16-heads16-compiled --seed "$seed" \
+                 --ours-commit "$COMMIT" --work "/tmp/drift_$seed" --resume --timeout 300 \
+                 --out "$LOGS/drift_seed$seed" > "$LOGS/drift_seed${seed}_stdout.txt" 2>&1
+             tail -n 16 "$LOGS/drift_seed$seed/bf16_drift.txt" 2>/dev/null \
+                 || tail -n 20 "$LOGS/drift_seed${seed}_stdout.txt" ;;
+    tests) timeout "${TESTS_S:-200}" $PY -m pytest -q -ra -m gpu test 2>&1 \
+               | tee "$LOGS/gpu_tests.txt" | tail -n 8 ;;
+    *) echo "unknown step: $step"; exit 2 ;;
+  esac
+  echo "$step: $((SECONDS - t0)) s" | tee -a "$LOGS/steps.txt"
+  tar -czf "$OUT/device_visit_logs.tgz" -C "$(dirname "$LOGS")" "$(basename "$LOGS")"
+done
