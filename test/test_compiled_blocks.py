@@ -115,6 +115,16 @@ def test_prepare_says_there_is_nothing_to_compile_without_cuda(capsys):
     assert 'torch_compile: off: needs CUDA' in out and 'nothing to compile' in out
 
 
+def test_prepare_reads_the_camera_size_as_width_by_height():
+    from lingbot_ros.streaming.config import NOMINAL_INPUT_HW
+    from lingbot_ros.tools import prepare
+    assert prepare._camera_hw(None) == NOMINAL_INPUT_HW
+    assert prepare._camera_hw('1280x720') == (720, 1280)
+    for bad in ('12', '0x480', 'wide x tall'):
+        with pytest.raises(SystemExit, match='WIDTHxHEIGHT'):
+            prepare._camera_hw(bad)
+
+
 def test_kernel_cache_is_the_given_folder_or_ours_under_the_user_cache(monkeypatch, tmp_path):
     from lingbot_ros.model.compiled import kernel_cache_dir
     monkeypatch.setenv('TORCHINDUCTOR_CACHE_DIR', str(tmp_path / 'given'))

@@ -23,11 +23,11 @@ the robot's container build; the node's later starts then load them in seconds. 
 weights. Exit status 0 when the kernels the node would use are ready (or it would use SDPA,
 which needs none), 1 when the asked-for backend failed.
 
-With ``torch_compile: true`` it also compiles the model's blocks and depth decoder for a
-640x480 camera (random weights: compiled kernels do not depend on weight values), which fills
-PyTorch's on-disk kernel cache (``TORCHINDUCTOR_CACHE_DIR``, or
-``~/.cache/lingbot_ros/torchinductor`` when it is not set) so the node's own warm-up takes
-seconds.
+With ``torch_compile: true`` (the default) it also compiles the model's blocks and depth
+decoder for the camera's size (``--camera-size``, default 640x480; random weights: compiled
+kernels do not depend on weight values), which fills PyTorch's on-disk kernel cache
+(``TORCHINDUCTOR_CACHE_DIR``, or ``~/.cache/lingbot_ros/torchinductor`` when it is not set) so
+the node's own warm-up takes seconds.
 """
 
 from __future__ import annotations
@@ -42,7 +42,22 @@ from lingbot_ros.tools import param_values
 def parse_args(argv: Optional[list] = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog='lingbot-ros-prepare', description=__doc__.split('\n\n')[1])
     param_values.add_arguments(p)
+    p.add_argument('--camera-size', default=None, metavar='WIDTHxHEIGHT',
+                   help="the camera's image size the compiled code is built for (default: "
+                        '640x480, the size the node warms up with)')
     return p.parse_args(argv)
+
+
+def _camera_hw(text: Optional[str]) -> tuple:
+    """Return (height, width) from 'WIDTHxHEIGHT'; the nominal camera when not given."""
+    from lingbot_ros.streaming.config import NOMINAL_INPUT_HW
+    if not text:
+        return NOMINAL_INPUT_HW
+    width, sep, height = text.lower().partition('x')
+    if not sep or not width.isdigit() or not height.isdigit() or not int(width) or \
+            not int(height):
+        raise SystemExit(f'lingbot-ros-prepare: --camera-size {text!r}: expected WIDTHxHEIGHT')
+    return int(height), int(width)
 
 
 def main(argv: Optional[list] = None) -> int:
@@ -50,8 +65,8 @@ def main(argv: Optional[list] = None) -> int:
     args = parse_args(argv)
     import torch
     from lingbot_ros.ros.params import engine_config, ParamError, parse, stream_config
-    from lingbot_ros.streaming.config import NOMINAL_INPUT_HW
     from lingbot_ros.streaming.engine import Engine, EngineError, prepare_kernels
+    hw = _camera_hw(args.camera_size)
     try:
         params = parse(param_values.values(args, 'lingbot-ros-prepare'))
         cfg = engine_config(params, torch.cuda.is_available())
@@ -69,9 +84,9 @@ def main(argv: Optional[list] = None) -> int:
         if not engine.compiled_blocks:
             print(f'torch_compile: {engine.compile_status}; nothing to compile')
             return 0
-        seconds = engine.warm_up(stream_config(params), NOMINAL_INPUT_HW)
-        print(f'torch_compile: the blocks compiled for a {NOMINAL_INPUT_HW[1]}x'
-              f'{NOMINAL_INPUT_HW[0]} camera in {seconds:.1f} s')
+        seconds = engine.warm_up(stream_config(params), hw)
+        print(f'torch_compile: the blocks compiled for a {hw[1]}x{hw[0]} camera in '
+              f'{seconds:.1f} s')
     return 0
 
 
