@@ -22,6 +22,7 @@ and seen the streamed frames' ops.
 """
 
 import json
+from pathlib import Path
 
 from lingbot_ros.tools import bench
 
@@ -46,3 +47,17 @@ def test_run_once_reports_frames_as_they_land():
     seen = []
     bench.run_once(engine, stream, bench.synthetic_stack(6, 28, 42), on_progress=seen.append)
     assert seen == sorted(seen) and seen[-1] == 6 and 2 in seen  # the scale call lands as one
+
+
+def test_the_bench_runs_the_parameters_with_the_release_structure_where_they_say_auto():
+    from lingbot_ros.streaming.config import HeadDtype
+    shipped = Path(__file__).resolve().parents[1] / 'config' / 'lingbot.yaml'
+    args = bench._parser().parse_args(['--params-file', str(shipped)])
+    cfg = bench.engine_settings(args)
+    assert cfg.preset == 'release'  # 'auto' without a checkpoint would be tiny
+    assert cfg.torch_compile and cfg.head_dtype is HeadDtype.FLOAT16  # as shipped
+    args = bench._parser().parse_args(['--params-file', str(shipped), '--preset', 'tiny',
+                                       '--no-compile', '--head-dtype', 'float32'])
+    cfg = bench.engine_settings(args)
+    assert cfg.preset == 'tiny' and not cfg.torch_compile
+    assert cfg.head_dtype is HeadDtype.FLOAT32

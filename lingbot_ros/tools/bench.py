@@ -227,8 +227,9 @@ def _dtype_name(dtype: Optional[torch.dtype]) -> str:
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog='lingbot-ros-bench', description=__doc__.split('\n')[1])
     param_values.add_arguments(p)
-    p.add_argument('--preset', default='release',
-                   help="network structure (default: release, the released model's)")
+    p.add_argument('--preset', default=None,
+                   help="network structure (default: the parameters' where they name one, "
+                        "else release, the released model's)")
     p.add_argument('--checkpoint', default=None)
     p.add_argument('--device', default=None, help="default: the parameters' ('auto')")
     p.add_argument('--dtype', default=None, choices=['float32', 'bfloat16', 'float16'],
@@ -265,13 +266,15 @@ def engine_settings(args: argparse.Namespace) -> EngineConfig:
     """
     Return the engine configuration the node would run, with the bench's flags on top.
 
-    The bench's own default is the release structure (the parameters' 'auto' means tiny
-    without a checkpoint).
+    The bench's own default is the release structure where the parameters leave it at
+    'auto' (which means tiny without a checkpoint).
     """
     from lingbot_ros.ros.params import engine_config, parse, ParamError
     given = param_values.values(args, 'lingbot-ros-bench')
-    given.setdefault('preset', args.preset)
-    flags = {'checkpoint': args.checkpoint, 'device': args.device, 'dtype': args.dtype,
+    if given.get('preset', 'auto') == 'auto' and not given.get('checkpoint'):
+        given['preset'] = 'release'
+    flags = {'preset': args.preset, 'checkpoint': args.checkpoint, 'device': args.device,
+             'dtype': args.dtype,
              'attention_backend': args.backend, 'torch_compile': args.compile,
              'attention_kv_splits': args.kv_splits, 'head_dtype': args.head_dtype,
              'seed': args.seed}
