@@ -222,3 +222,7 @@ def test_command_line_records_a_report_and_says_why_not(tmp_path, capsys):
                     '--results', str(out)]) == 1
     assert 'no figure for ours_ms_steady' in capsys.readouterr().err
 
+
+def test_the_committed_results_follow_the_schema():
+    assert rf.load(rf.LIVE_FILE, rf.LiveRun)
+    assert rf.load(rf.SIDE_BY_SIDE_FILE, rf.SideBySideRun)
