@@ -59,7 +59,8 @@ weights, random images), then ``lingbot-ros-bench`` with the same settings, each
 subprocess with a timeout, and writes ``side_by_side_<setting>.json`` and ``.txt`` (both
 ms/frame figures, their ratio, GPU, date, versions) and ``.log`` (both outputs) into ``--out``.
 When the reference cannot run (a missing package, a crash, a timeout) the failure and the last
-lines of its output are recorded and ours still runs.
+lines of its output are recorded and ours still runs. With ``--record --config CONFIG`` each
+setting's figures also go into ``results/side_by_side.json`` (``results_file.py``).
 """
 
 import argparse
@@ -75,6 +76,9 @@ import sys
 import tempfile
 import time
 from typing import List, Optional
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import results_file  # noqa: E402,I100 (the side-by-side results file; standard library only)
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -592,13 +596,35 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument('--reference-commit', default=None, help='override the detected commit')
     p.add_argument('--ours-commit', default=None, help='override the detected commit')
     p.add_argument('--dry-run', action='store_true', help='print the commands, run nothing')
+    p.add_argument('--record', action='store_true',
+                   help="also put each setting's figures in the side-by-side results file, in "
+                        'place of the entry of that setting and config (needs --config)')
+    p.add_argument('--config', default=None,
+                   help=f"with --record: '{results_file.SHIPPED}' for our bench as the package "
+                        'ships, else a name for what --ours-* changed (e.g. compile+fp16_heads)')
+    p.add_argument('--results', type=Path, default=results_file.SIDE_BY_SIDE_FILE,
+                   help='the side-by-side results file (default: %(default)s)')
     return p
+
+
+def record(path: Path, result: dict, config: str) -> bool:
+    """Put one setting's figures in the results file; False (and why) if they do not fit."""
+    try:
+        results_file.record(path, results_file.side_by_side_run(result, config))
+    except results_file.SchemaError as exc:
+        print(f'side_by_side: not recorded in {path}: {exc}', file=sys.stderr)
+        return False
+    print(f"side_by_side: recorded {result['setting']} ({config}) in {path}", flush=True)
+    return True
 
 
 def main(argv: Optional[List[str]] = None) -> int:
     """Run both sides for the chosen settings; write JSON and text; 0 when all ran."""
     t0 = time.monotonic()
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.record and not args.config:
+        parser.error('--record needs --config')
     if args.frames <= SCALE_FRAMES + 2:
         print(f'--frames must exceed {SCALE_FRAMES + 2}', file=sys.stderr)
         return 2
@@ -642,6 +668,8 @@ def main(argv: Optional[List[str]] = None) -> int:
         path = write_result(args.out, result)
         print(render_text(result) + f'-> {path}', flush=True)
         all_ok = all_ok and reference['ok'] and ours['ok']
+        if args.record:
+            all_ok = record(args.results, result, args.config) and all_ok
     return 0 if all_ok else 1
 
 

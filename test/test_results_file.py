@@ -226,3 +226,22 @@ def test_command_line_records_a_report_and_says_why_not(tmp_path, capsys):
 def test_the_committed_results_follow_the_schema():
     assert rf.load(rf.LIVE_FILE, rf.LiveRun)
     assert rf.load(rf.SIDE_BY_SIDE_FILE, rf.SideBySideRun)
+
+
+def test_live_node_records_its_own_report(tmp_path, capsys):
+    spec = importlib.util.spec_from_file_location('live_node',
+                                                  ROOT / 'benchmarks' / 'live_node.py')
+    live = importlib.util.module_from_spec(spec)
+    sys.modules['live_node'] = live
+    spec.loader.exec_module(live)
+    results = tmp_path / 'live.json'
+    args = live.parse_args(['--out', str(tmp_path / 'r'), '--record', '30hz', '--config',
+                            'shipped', '--results', str(results), '--commit', SHA,
+                            '--gpu', 'NVIDIA H100 80GB HBM3'])
+    report = _report([_block(39.0, 50.0, 30.0)])
+    assert live.record(args, report) == 0
+    assert rf.load(results, rf.LiveRun)[0].per_camera[0].e2e_ms_p50 == 39.0
+    assert live.record(args, _report([])) == 1
+    assert 'not recorded' in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        live.parse_args(['--out', 'x', '--record', '30hz'])  # a name without a config
