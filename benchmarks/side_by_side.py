@@ -43,10 +43,10 @@
 #   MAX_JOBS=16 PYTHONUNBUFFERED=1 || exit; python3 benchmarks/side_by_side.py \
 #   --reference .reference --out $OUT
 #
-# and copy what comes back (side_by_side_<setting>.{json,txt,log}, six files) into
-# benchmarks/results/. Seen on the H200 on 2026-12-01: both settings at the full 300 frames in
-# 272 s (reference 92 s + 58 s including torch.compile, ours 96 s + 20 s including FlashInfer's
-# first JIT build), so --frames needs no shortening. Without a GPU, --dry-run prints the
+# and copy what comes back (side_by_side_<setting>.{json,txt}) into benchmarks/results/, or
+# pass --record --config CONFIG to update results/side_by_side.json too. Both settings at the
+# full 300 frames take about 5 minutes with the reference's torch.compile and FlashInfer's first
+# kernel build included, so --frames needs no shortening. Without a GPU, --dry-run prints the
 # commands it would run.
 # ---------------------------------------------------------------------------------------------
 
@@ -576,7 +576,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument('--out', type=Path, required=True, help='folder for the results')
     p.add_argument('--setting', choices=sorted(SETTINGS) + ['both'], default='both')
     p.add_argument('--frames', type=int, default=ISSUE_FRAMES,
-                   help=f'frames per run, both sides (issue: {ISSUE_FRAMES})')
+                   help=f'frames per run, both sides (standard: {ISSUE_FRAMES})')
     p.add_argument('--fa3', action='store_true',
                    help="pass --fa3 to the reference (FlashInfer's SM90 kernel)")
     p.add_argument('--reference-backend', choices=['flashinfer', 'sdpa'], default='flashinfer')
