@@ -39,7 +39,7 @@ the image goes the node's way instead, without the model: the callback queues it
 node's ``FrameQueue``, a worker thread takes it and hands the sending to the node's
 ``OutputThread``; the difference is what the two hand-overs cost.
 
-    python benchmarks/ros_floor.py --rate 15 --frames 450 --out benchmarks/results/ros_floor_cpu
+    python benchmarks/ros_floor.py --rate 15 --frames 450 --out /tmp/ros_floor_15hz
 """
 
 from __future__ import annotations
