@@ -331,13 +331,14 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     """Record a report already written into its results file."""
     p = argparse.ArgumentParser(description=__doc__.strip().split('\n')[0])
     sub = p.add_subparsers(dest='kind', required=True)
-    lv = sub.add_parser('live', help="a live_node.py report (PREFIX.json)")
+    lv = sub.add_parser('live', help='a live_node.py report (PREFIX.json)')
     lv.add_argument('report', type=Path)
     lv.add_argument('--name', required=True, help='the run, e.g. 15hz, 30hz, 2cam_15hz')
     lv.add_argument('--gpu', default=None, help="default: nvidia-smi's name of this GPU")
     lv.add_argument('--commit', default=None, help='default: git HEAD of this repository')
     lv.add_argument('--results', type=Path, default=LIVE_FILE)
-    sbs = sub.add_parser('side-by-side', help='a side_by_side.py result (side_by_side_<setting>.json)')
+    sbs = sub.add_parser('side-by-side',
+                         help='a side_by_side.py result (side_by_side_<setting>.json)')
     sbs.add_argument('report', type=Path)
     sbs.add_argument('--results', type=Path, default=SIDE_BY_SIDE_FILE)
     for q in (lv, sbs):

@@ -35,21 +35,21 @@ SHA = 'b633498ccb26e8d0f5155f74d8e707ac093f46ac'
 
 
 def _cam(**kw):
-    base = dict(counter_received=450, node_received=450, processed=440, e2e_ms_p50=38.0,
-                e2e_ms_p99=55.0, step_ms_p50=30.0)
+    base = {'counter_received': 450, 'node_received': 450, 'processed': 440,
+            'e2e_ms_p50': 38.0, 'e2e_ms_p99': 55.0, 'step_ms_p50': 30.0}
     return rf.CameraFigures(**{**base, **kw})
 
 
 def _live(name='15hz', **kw):
-    base = dict(name=name, config='shipped', gpu='NVIDIA H100 80GB HBM3', commit=SHA,
-                date='2026-12-06', cameras=1, rate_hz=15.0, per_camera=(_cam(),))
+    base = {'name': name, 'config': 'shipped', 'gpu': 'NVIDIA H100 80GB HBM3', 'commit': SHA,
+            'date': '2026-12-06', 'cameras': 1, 'rate_hz': 15.0, 'per_camera': (_cam(),)}
     return rf.LiveRun(**{**base, **kw})
 
 
 def _sbs(setting=rf.Setting.DEFAULT, config='shipped', **kw):
-    base = dict(setting=setting, config=config, gpu='NVIDIA H100 80GB HBM3', commit=SHA,
-                date='2026-12-06', reference_ms_mid=54.4, reference_ms_overall=60.8,
-                ours_ms_steady=22.0, ours_ms_overall=20.5)
+    base = {'setting': setting, 'config': config, 'gpu': 'NVIDIA H100 80GB HBM3', 'commit': SHA,
+            'date': '2026-12-06', 'reference_ms_mid': 54.4, 'reference_ms_overall': 60.8,
+            'ours_ms_steady': 22.0, 'ours_ms_overall': 20.5}
     return rf.SideBySideRun(**{**base, **kw})
 
 
@@ -103,16 +103,16 @@ def test_any_sequence_of_records_keeps_the_last_of_each_name(tmp_path_factory, s
 
 
 @pytest.mark.parametrize('change, words', [
-    (dict(commit='main'), 'commit'),
-    (dict(date='2026-12-06T07:15:39'), 'date YYYY-MM-DD'),
-    (dict(config='Shipped Config'), 'config name'),
-    (dict(gpu=''), 'non-empty string'),
-    (dict(cameras=2), 'per_camera has 1'),
-    (dict(rate_hz=0.0), 'rate_hz'),
-    (dict(per_camera=()), 'per_camera'),
-    (dict(per_camera=(_cam(processed=-1),)), 'processed=-1'),
-    (dict(per_camera=(_cam(processed=True),)), 'whole number'),
-    (dict(per_camera=(_cam(e2e_ms_p99=float('nan')),)), 'finite'),
+    ({'commit': 'main'}, 'commit'),
+    ({'date': '2026-12-06T07:15:39'}, 'date YYYY-MM-DD'),
+    ({'config': 'Shipped Config'}, 'config name'),
+    ({'gpu': ''}, 'non-empty string'),
+    ({'cameras': 2}, 'per_camera has 1'),
+    ({'rate_hz': 0.0}, 'rate_hz'),
+    ({'per_camera': ()}, 'per_camera'),
+    ({'per_camera': (_cam(processed=-1),)}, 'processed=-1'),
+    ({'per_camera': (_cam(processed=True),)}, 'whole number'),
+    ({'per_camera': (_cam(e2e_ms_p99=float('nan')),)}, 'finite'),
 ])
 def test_a_bad_entry_is_refused_and_the_file_is_left_as_it_was(tmp_path, change, words):
     path = tmp_path / 'live.json'
@@ -166,7 +166,7 @@ def test_a_failed_write_leaves_the_old_file_and_no_temporary(tmp_path, monkeypat
 
 
 def _report(blocks, totals=None):
-    t = dict(counter_received=900, node_received=899.0, node_processed=880.0)
+    t = {'counter_received': 900, 'node_received': 899.0, 'node_processed': 880.0}
     t.update(totals or {})
     return {'date': '2026-12-06 07:15:39 UTC', 'cameras': 1, 'rate_hz': 30.0,
             'cameras_report': {'camera': {'totals': t, 'blocks': blocks}}}
