@@ -22,7 +22,7 @@ from setuptools import find_packages, setup
 PACKAGE = 'lingbot_ros'
 
 # What a plain virtual environment needs that a ROS distro would otherwise provide.
-# README.md ("Dependencies") says why each one is there.
+# docs/development.md ("Dependencies and why") says why each one is there.
 RUNTIME = [
     'numpy>=1.24',
     'torch>=2.4',

@@ -29,13 +29,14 @@ run: the floor of the node's ``arrival`` stage); at the end
 the node's own received / lost / dropped totals against the counter's. Writes
 ``PREFIX.json`` and ``PREFIX.txt``; asserts nothing. A second process subscribes like an
 RViz beside the robot to depth, camera_info, path and the map (the node builds those only
-while someone listens; ``--no-viewer`` leaves them unread).
-
-Example (the H200 run of issue 14)::
+while someone listens; ``--no-viewer`` leaves them unread). With ``--record NAME --config
+CONFIG`` the run's figures also go into ``results/live.json`` under NAME
+(``results_file.py``). Example::
 
     python benchmarks/live_node.py --set preset:=release --set dtype:=bfloat16 \\
         --set publish_depth:=true --set publish_points:=true --set publish_map:=true \\
-        --rate 15 --frames 900 --size 640x480 --out benchmarks/results/live_15hz_h200
+        --rate 15 --frames 450 --size 640x480 --out /tmp/live_15hz \\
+        --record 15hz --config shipped
 """
 
 from __future__ import annotations
@@ -55,6 +56,9 @@ from typing import Any, Callable, Optional
 
 from lingbot_ros.ros.counters import Stage
 import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import results_file  # noqa: E402,I100 (the results file of the live runs)
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_SOURCE = ROOT.parent / 'shared' / 'data' / 'courthouse'
@@ -505,7 +509,38 @@ def parse_args(argv: Optional[list] = None) -> argparse.Namespace:
     p.add_argument('--py-spy', default='py-spy', help='the py-spy executable')
     p.add_argument('--profile-mode', choices=('gil', 'wall'), default='gil',
                    help='py-spy: only the GIL holder, or every thread (waiting too)')
-    return p.parse_args(argv)
+    p.add_argument('--record', metavar='NAME', default=None,
+                   help='also put the run in the live results file under NAME (e.g. 15hz, '
+                        '30hz, 2cam_15hz), in place of an entry of that name')
+    p.add_argument('--config', default=None,
+                   help=f"with --record: '{results_file.SHIPPED}' when the node ran its own "
+                        'parameter file alone, else a name for what --params / --set changed')
+    p.add_argument('--results', type=Path, default=results_file.LIVE_FILE,
+                   help='the live results file (default: %(default)s)')
+    p.add_argument('--commit', default=None, help="with --record: our commit (default: git's "
+                   'HEAD here; pass it where the copy of .git may be stale)')
+    p.add_argument('--gpu', default=None, help="with --record: the GPU (default: nvidia-smi's "
+                   'name)')
+    args = p.parse_args(argv)
+    if args.record and not args.config:
+        p.error('--record needs --config')
+    return args
+
+
+def record(args: argparse.Namespace, report: dict) -> int:
+    """Put the run's figures into the live results file; 1 (and why) if they do not fit."""
+    commit = args.commit or results_file.head_commit(ROOT)
+    try:
+        if commit is None:
+            raise results_file.SchemaError('no git commit here: pass --commit')
+        run = results_file.live_run(report, args.record, args.config,
+                                    args.gpu or results_file.gpu_name(), commit)
+        results_file.record(args.results, run)
+    except results_file.SchemaError as exc:
+        print(f'live_node: not recorded in {args.results}: {exc}', file=sys.stderr)
+        return 1
+    print(f'live_node: recorded {args.record} ({args.config}) in {args.results}')
+    return 0
 
 
 def main(argv: Optional[list] = None) -> int:
@@ -514,8 +549,9 @@ def main(argv: Optional[list] = None) -> int:
         return viewer(argv[1:])
     args = parse_args(argv)
     os.environ.setdefault('ROS_AUTOMATIC_DISCOVERY_RANGE', 'LOCALHOST')
-    write_report(args.out, run(args), text_report)
-    return 0
+    report = run(args)
+    write_report(args.out, report, text_report)
+    return record(args, report) if args.record else 0
 
 
 def write_report(prefix: str, report: dict, to_text: Callable[[dict], str]) -> None:

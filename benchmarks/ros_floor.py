@@ -15,8 +15,8 @@
 r"""
 The floor of the ROS overhead: a frame's messages sent at once for each image, no model at all.
 
-Issue 14 asks for the image stamp to the frame's last message, less the model, to be at most
-3 ms p50. Part of that is no node's to cut: DDS carrying the image in, rclpy handing it to a
+The node's ROS overhead is the image stamp to the frame's last message, less the model.
+Part of that is no node's to cut: DDS carrying the image in, rclpy handing it to a
 callback, and building and sending the frame's messages (a 640x480 float depth image of
 1.2 MB among them) to subscribers in other processes. This measures that part alone, on the
 machine it runs on, with the live benchmark's own processes around it (``live_node.py``):
@@ -39,7 +39,7 @@ the image goes the node's way instead, without the model: the callback queues it
 node's ``FrameQueue``, a worker thread takes it and hands the sending to the node's
 ``OutputThread``; the difference is what the two hand-overs cost.
 
-    python benchmarks/ros_floor.py --rate 15 --frames 450 --out benchmarks/results/ros_floor_cpu
+    python benchmarks/ros_floor.py --rate 15 --frames 450 --out /tmp/ros_floor_15hz
 """
 
 from __future__ import annotations

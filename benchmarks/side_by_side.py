@@ -43,10 +43,10 @@
 #   MAX_JOBS=16 PYTHONUNBUFFERED=1 || exit; python3 benchmarks/side_by_side.py \
 #   --reference .reference --out $OUT
 #
-# and copy what comes back (side_by_side_<setting>.{json,txt,log}, six files) into
-# benchmarks/results/. Seen on the H200 on 2026-12-01: both settings at the full 300 frames in
-# 272 s (reference 92 s + 58 s including torch.compile, ours 96 s + 20 s including FlashInfer's
-# first JIT build), so --frames needs no shortening. Without a GPU, --dry-run prints the
+# and copy what comes back (side_by_side_<setting>.{json,txt}) into benchmarks/results/, or
+# pass --record --config CONFIG to update results/side_by_side.json too. Both settings at the
+# full 300 frames take about 5 minutes with the reference's torch.compile and FlashInfer's first
+# kernel build included, so --frames needs no shortening. Without a GPU, --dry-run prints the
 # commands it would run.
 # ---------------------------------------------------------------------------------------------
 
@@ -59,7 +59,8 @@ weights, random images), then ``lingbot-ros-bench`` with the same settings, each
 subprocess with a timeout, and writes ``side_by_side_<setting>.json`` and ``.txt`` (both
 ms/frame figures, their ratio, GPU, date, versions) and ``.log`` (both outputs) into ``--out``.
 When the reference cannot run (a missing package, a crash, a timeout) the failure and the last
-lines of its output are recorded and ours still runs.
+lines of its output are recorded and ours still runs. With ``--record --config CONFIG`` each
+setting's figures also go into ``results/side_by_side.json`` (``results_file.py``).
 """
 
 import argparse
@@ -75,6 +76,9 @@ import sys
 import tempfile
 import time
 from typing import List, Optional
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import results_file  # noqa: E402,I100 (the side-by-side results file; standard library only)
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -572,7 +576,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument('--out', type=Path, required=True, help='folder for the results')
     p.add_argument('--setting', choices=sorted(SETTINGS) + ['both'], default='both')
     p.add_argument('--frames', type=int, default=ISSUE_FRAMES,
-                   help=f'frames per run, both sides (issue: {ISSUE_FRAMES})')
+                   help=f'frames per run, both sides (standard: {ISSUE_FRAMES})')
     p.add_argument('--fa3', action='store_true',
                    help="pass --fa3 to the reference (FlashInfer's SM90 kernel)")
     p.add_argument('--reference-backend', choices=['flashinfer', 'sdpa'], default='flashinfer')
@@ -592,13 +596,35 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument('--reference-commit', default=None, help='override the detected commit')
     p.add_argument('--ours-commit', default=None, help='override the detected commit')
     p.add_argument('--dry-run', action='store_true', help='print the commands, run nothing')
+    p.add_argument('--record', action='store_true',
+                   help="also put each setting's figures in the side-by-side results file, in "
+                        'place of the entry of that setting and config (needs --config)')
+    p.add_argument('--config', default=None,
+                   help=f"with --record: '{results_file.SHIPPED}' for our bench as the package "
+                        'ships, else a name for what --ours-* changed (e.g. compile+fp16_heads)')
+    p.add_argument('--results', type=Path, default=results_file.SIDE_BY_SIDE_FILE,
+                   help='the side-by-side results file (default: %(default)s)')
     return p
+
+
+def record(path: Path, result: dict, config: str) -> bool:
+    """Put one setting's figures in the results file; False (and why) if they do not fit."""
+    try:
+        results_file.record(path, results_file.side_by_side_run(result, config))
+    except results_file.SchemaError as exc:
+        print(f'side_by_side: not recorded in {path}: {exc}', file=sys.stderr)
+        return False
+    print(f"side_by_side: recorded {result['setting']} ({config}) in {path}", flush=True)
+    return True
 
 
 def main(argv: Optional[List[str]] = None) -> int:
     """Run both sides for the chosen settings; write JSON and text; 0 when all ran."""
     t0 = time.monotonic()
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.record and not args.config:
+        parser.error('--record needs --config')
     if args.frames <= SCALE_FRAMES + 2:
         print(f'--frames must exceed {SCALE_FRAMES + 2}', file=sys.stderr)
         return 2
@@ -642,6 +668,8 @@ def main(argv: Optional[List[str]] = None) -> int:
         path = write_result(args.out, result)
         print(render_text(result) + f'-> {path}', flush=True)
         all_ok = all_ok and reference['ok'] and ours['ok']
+        if args.record:
+            all_ok = record(args.results, result, args.config) and all_ok
     return 0 if all_ok else 1
 
 

@@ -305,3 +305,17 @@ def test_ours_killed_after_writing_its_results_says_so(tmp_path, monkeypatch):
     rec = sbs.run_ours(args, 'default', tmp_path / 'x.log', timeout=60)
     assert not rec['ok'] and rec['steady_ms_median'] == 42.0
     assert rec['error'] == 'timed out after 60 s after it had written its results'
+
+
+def test_record_puts_each_setting_in_the_results_file(tmp_path):
+    ref, py = _stand_ins(tmp_path, f'sys.stdout.write({SAMPLE!r})\n')
+    results = tmp_path / 'side_by_side.json'
+    args = ['--reference', str(ref), '--out', str(tmp_path / 'out'), '--python', str(py),
+            '--frames', '300', '--record', '--config', 'shipped', '--results', str(results)]
+    assert sbs.main(args) == 0
+    runs = json.loads(results.read_text())['runs']
+    assert [(r['setting'], r['config']) for r in runs] == [('default', 'shipped'),
+                                                           ('kf2_it1', 'shipped')]
+    assert runs[0]['reference_ms_overall'] == 50.87 and runs[0]['ours_ms_steady'] == 44.0
+    with pytest.raises(SystemExit):
+        sbs.main(args[:-4] + ['--record'])  # without --config: refused before anything runs

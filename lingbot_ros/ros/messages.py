@@ -202,7 +202,7 @@ def _bytes(arr: np.ndarray) -> array.array:
     always, newer ones with ROS_PYTHON_CHECK_FIELDS=1), a Python-level check of every byte.
     (Serializing the rest and joining the data in behind it, as ``path_cdr`` does for the
     path's many small poses, measured no faster for one flat buffer and held the GIL
-    longer in rclpy's copy of the bytes: ``benchmarks/README.md``.)
+    longer in rclpy's copy of the bytes.)
     """
     out = array.array('B')
     out.frombytes(np.ascontiguousarray(arr).reshape(-1).view(np.uint8))

@@ -57,9 +57,8 @@ def quiet_events() -> Any:
 
     By default rclpy gives every publisher two QoS event handlers (incompatible QoS,
     incompatible type), each a waitable the executor walks in Python on every turn of its
-    wait set: the node's nine publishers made 18 of its 20 waitables; with one camera's
-    seven a turn takes 0.17 ms instead of 0.12 on the 2-core machine
-    (``benchmarks/frame_host_costs.py``). A subscriber with incompatible
+    wait set: the node's nine publishers made 18 of its 20 waitables, and a turn takes
+    about 40 % longer with them. A subscriber with incompatible
     QoS still says so in its own log; the node's subscriptions keep their handlers.
     """
     try:

@@ -203,10 +203,9 @@ def unproject(result: FrameResult, pose_map: np.ndarray, decimation: int,
     positive depth; confidence at least ``min_confidence`` and at least the frame's
     ``percentile`` (over its valid pixels). Without confidence nothing is filtered on it
     and the points carry confidence 0; without colours they are black. Points come in
-    row-major pixel order. (It runs for every frame's ``~/points`` on the output thread:
-    gathers by flat index and a cached pixel grid, not boolean masks, ``nonzero`` and
-    ``np.percentile``, take it from 0.83 to 0.45 ms on the 2-core machine:
-    ``benchmarks/frame_host_costs.py``.)
+    row-major pixel order. (It runs for every frame's ``~/points``: gathers by flat index
+    and a cached pixel grid, not boolean masks, ``nonzero`` and ``np.percentile``, which
+    took about twice as long.)
     """
     if result.depth is None:
         raise ValueError(f'frame {result.index} has no depth to unproject')

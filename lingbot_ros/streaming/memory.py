@@ -23,7 +23,7 @@ constants the code allocates; activations and graph pools follow the formulas be
 checked against ``torch.cuda.max_memory_allocated`` on an H200
 (``benchmarks/memory_table.py``, ``test/test_memory_gpu.py``): measured/estimated peak
 1.001-1.017 over windows 16-64 at 294x518 and 378x504, default and 8 GB settings
-(``benchmarks/results/memory_table_h200*.txt``).
+(``benchmarks/results/memory_table_*.txt``).
 
 Two totals: ``total`` is what the device must hold at the worst moment (a window
 re-seed, which runs ``scale_frames`` frames eagerly while the CUDA-graph pool stays
