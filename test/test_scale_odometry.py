@@ -108,6 +108,7 @@ def test_standing_still_gives_no_scale(seed, scale, model_jitter):
     got = est.estimate()
     assert got.state is ScaleState.WAITING_FOR_MOTION and got.scale is None
     assert est.buffered == 1   # a base that does not move adds no samples
+    assert est.verdict is FitVerdict.STANDING_STILL
 
 
 @settings(max_examples=15, deadline=None)

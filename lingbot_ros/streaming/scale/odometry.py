@@ -98,7 +98,8 @@ class FitVerdict(Enum):
 
     NOT_TRIED = 'no refit yet'
     ACCEPTED = 'accepted'
-    TOO_FEW_SAMPLES = 'too few samples'
+    STANDING_STILL = 'the base is standing still'
+    TOO_FEW_SAMPLES = 'too few samples with motion between them'
     NOT_ENOUGH_TRAVEL = 'the base has not travelled far enough'
     TOO_NOISY = "the base's travel is small against the residual noise"
     TOO_UNCERTAIN = "the scale's relative uncertainty is too large"
@@ -312,6 +313,8 @@ class OdometryScale:
             self._verdict = FitVerdict.NOT_TRIED
         self._book.see(window_index)
         if self._samples and not self._moved(self._samples[-1].base_in_odom, base):
+            if len(self._samples) < self._cfg.min_samples:
+                self._verdict = FitVerdict.STANDING_STILL
             return False
         self._samples.append(_Sample(float(stamp_s), cam, camera_in_odom(base, self._lever),
                                      base))
