@@ -29,7 +29,7 @@ OpenCV camera axes; T is the camera centre. The TUM file therefore holds E as is
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Iterable, Mapping, Sequence, Union
+from typing import Iterable, Mapping, Optional, Sequence, Union
 
 import numpy as np
 
@@ -123,6 +123,65 @@ def invert_rigid(pose_c2w: np.ndarray) -> np.ndarray:
     out[..., :3, 3] = -(rot_t @ pose_c2w[..., :3, 3:4])[..., 0]
     out[..., 3, 3] = 1.0
     return out
+
+
+def interpolate_poses(stamps_s: np.ndarray, poses: np.ndarray, query_s: np.ndarray,
+                      max_gap_s: Optional[float] = None) -> tuple[np.ndarray, np.ndarray]:
+    """
+    Rigid poses ``[N, 4, 4]`` sampled at ``stamps_s`` (seconds), read at ``query_s``.
+
+    Translation is linear and rotation a slerp between the two samples that bracket a
+    query. A query before the first or after the last sample, or inside a gap longer
+    than ``max_gap_s``, is not paired: extrapolating a trajectory, or bridging a gap
+    in it, invents motion (a query on a sample's own stamp is always paired). Samples
+    are sorted by stamp and a repeated stamp keeps its first pose. Returns ``paired
+    [M]`` (bool) and the poses ``[M, 4, 4]``, NaN where not paired.
+    """
+    stamps, poses = _f64(stamps_s).reshape(-1), _f64(poses).reshape(-1, 4, 4)
+    query = _f64(query_s).reshape(-1)
+    if len(stamps) != len(poses):
+        raise ValueError(f'{len(stamps)} stamps for {len(poses)} poses')
+    stamps, first = np.unique(stamps, return_index=True)  # sorted, first of each stamp
+    poses = poses[first]
+    out = np.full((len(query), 4, 4), np.nan)
+    if len(stamps) == 0:
+        return np.zeros(len(query), dtype=bool), out
+    left = np.clip(np.searchsorted(stamps, query, side='right') - 1, 0, len(stamps) - 1)
+    right = np.minimum(left + 1, len(stamps) - 1)
+    span = stamps[right] - stamps[left]
+    paired = (query >= stamps[0]) & (query <= stamps[-1])
+    if max_gap_s is not None:  # a query on a sample needs no neighbour
+        paired &= (span <= max_gap_s) | (query == stamps[left])
+    alpha = np.divide(query - stamps[left], span, out=np.zeros_like(query), where=span > 0)
+    alpha = np.clip(alpha, 0.0, 1.0)[paired]
+    a, b = poses[left[paired]], poses[right[paired]]
+    trans = (1 - alpha)[:, None] * a[:, :3, 3] + alpha[:, None] * b[:, :3, 3]
+    out[paired] = np.eye(4)
+    out[paired, :3, 3] = trans
+    out[paired, :3, :3] = quat_to_matrix(slerp(matrix_to_quat(a[:, :3, :3]),
+                                               matrix_to_quat(b[:, :3, :3]), alpha))
+    return paired, out
+
+
+def slerp(q0: np.ndarray, q1: np.ndarray, alpha: np.ndarray) -> np.ndarray:
+    """
+    Spherical interpolation of unit scalar-last quaternions ``[..., 4]`` (shortest arc).
+
+    ``alpha`` in [0, 1] per quaternion pair; nearly equal rotations fall back to a
+    normalised linear blend, where the slerp's ``sin`` ratio loses precision.
+    """
+    q0, q1, alpha = _f64(q0), _f64(q1), _f64(alpha)[..., None]
+    dot = np.sum(q0 * q1, axis=-1, keepdims=True)
+    q1 = np.where(dot < 0, -q1, q1)
+    dot = np.clip(np.abs(dot), 0.0, 1.0)
+    theta = np.arccos(dot)
+    sin_t = np.sin(theta)
+    near = sin_t < 1e-6
+    safe = np.where(near, 1.0, sin_t)
+    w0 = np.where(near, 1 - alpha, np.sin((1 - alpha) * theta) / safe)
+    w1 = np.where(near, alpha, np.sin(alpha * theta) / safe)
+    out = w0 * q0 + w1 * q1
+    return out / np.linalg.norm(out, axis=-1, keepdims=True)
 
 
 def write_tum(path: PathLike, stamps_s: Iterable[float], poses_c2w: Iterable[np.ndarray]) -> int:
