@@ -43,6 +43,10 @@ PARAMS=config/lingbot.yaml
 SOURCE=.data/courthouse
 mkdir -p "$LOGS" "$OUT"
 export PYTHONUNBUFFERED=1
+# the run's figures go into copies of the results files, which come back in the log pack
+for f in live side_by_side; do
+  [[ -f $LOGS/$f.json ]] || cp "benchmarks/results/$f.json" "$LOGS/$f.json"
+done
 nvidia-smi --query-gpu=name,memory.total --format=csv,noheader | tee "$LOGS/gpu.txt"
 echo "ours $COMMIT" | tee -a "$LOGS/gpu.txt"
 LIVE=(--params "$PARAMS" --source "$SOURCE" --size 640x480 --set preset:=release
@@ -51,6 +55,10 @@ live() {  # name, time limit, then live_node.py arguments
   local name=$1 limit=$2; shift 2
   timeout "$limit" $PY benchmarks/live_node.py "${LIVE[@]}" "$@" --node-log "$LOGS/$name.log" \
       --out "$LOGS/$name" | tail -n 8
+}
+record() {  # run name in live.json, then live() arguments: the shipped parameter file
+  local as=$1; shift
+  live "$@" --record "$as" --config shipped --results "$LOGS/live.json" --commit "$COMMIT"
 }
 for step in "$@"; do
   echo "=== $step ($(date +%T))"; t0=$SECONDS
@@ -66,15 +74,15 @@ for step in "$@"; do
                live "restart_$pass" 150 --rate 15 --frames 60 --warmup 0 --block 60 \
                    --set checkpoint:="$ckpt" | head -n 3 | tee -a "$LOGS/restart.txt"
              done ;;
-    live15) live live_15hz 150 --rate 15 --frames 450 ;;
-    live30) live live_30hz 150 --rate 30 --frames 900 --block 250 ;;
-    live2) live live_2cam_15hz 150 --rate 15 --frames 450 --cameras 2 ;;
+    live15) record 15hz live_15hz 150 --rate 15 --frames 450 ;;
+    live30) record 30hz live_30hz 150 --rate 30 --frames 900 --block 250 ;;
+    live2) record 2cam_15hz live_2cam_15hz 150 --rate 15 --frames 450 --cameras 2 ;;
     bench) $PY -m lingbot_ros.tools.bench --params-file "$PARAMS" --frames 100 --profile \
                --out "$LOGS/model_bench.json" > "$LOGS/model_bench.txt" 2>&1
            tail -n 3 "$LOGS/model_bench.txt" ;;
     sbs) $PY benchmarks/side_by_side.py --reference .reference --ours-commit "$COMMIT" \
              --budget-s 400 --reference-timeout-s 140 --ours-timeout-s 100 --out "$LOGS/sbs" \
-             2>&1 | tail -n 24 ;;
+             --record --config shipped --results "$LOGS/side_by_side.json" 2>&1 | tail -n 24 ;;
     drift:*) seed=${step#drift:}
              timeout 480 $PY benchmarks/bf16_drift.py --reference .reference --images "$SOURCE" \
                  --runs ref-fp32,ref-bf16,ours-bf16-heads16-compiled --seed "$seed" \
