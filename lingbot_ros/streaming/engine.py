@@ -350,11 +350,14 @@ class Engine:
 
         What a model compiles at its first call of a shape (``torch_compile``: the scale
         call and a streaming frame at that input size) then happens here, before a camera
-        is waiting on it, instead of in its first frames. The stream and its caches are
-        dropped afterwards; a camera of another size compiles at its own first frames.
+        is waiting on it, instead of in its first frames. It runs with depth whatever
+        ``cfg`` says, so the depth decoder is compiled too: depth can be switched on at
+        runtime (``publish_depth``), and the frames that seed a new window always make it.
+        The stream and its caches are dropped afterwards; a camera of another size
+        compiles at its own first frames.
         """
         t = time.monotonic()
-        session = self.new_session('warm-up', cfg)
+        session = self.new_session('warm-up', cfg.replace(with_depth=True))
         texture = np.random.default_rng(0).integers(0, 256, (*input_hw, 3), dtype=np.uint8)
         for i in range(cfg.scale_frames + streaming_frames):
             session.step(np.roll(texture, 7 * i, axis=1), 1 + i)
