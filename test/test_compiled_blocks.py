@@ -106,6 +106,40 @@ def test_warm_up_runs_a_throwaway_stream_and_leaves_the_cameras_untouched():
     assert [len(camera.step(f, i + 1)) for i, f in enumerate(frames)] == [0, 2, 1]
 
 
+def test_warm_up_leaves_one_cache_pair_per_camera_for_sessions_of_its_size():
+    """The cameras take the warm-up's caches (and, on CUDA, its graphs) and stream as fresh."""
+    from lingbot_ros.streaming.config import StreamConfig
+    cfg = StreamConfig(scale_frames=2, sliding_window=4, image_size=56).validate()
+    frames = [np.random.default_rng(i).integers(0, 256, (48, 64, 3), dtype=np.uint8)
+              for i in range(6)]
+
+    def stream(session):
+        out = []
+        for i, f in enumerate(frames):
+            out += session.submit(f, i + 1)
+        out += session.drain()
+        return out
+    fresh = stream(Engine.load(EngineConfig(device='cpu')).new_session('fresh', cfg))
+    engine = Engine.load(EngineConfig(device='cpu'))
+    allocated = []
+    real = engine.cache_factory.factory
+    engine.cache_factory.factory = lambda spec: allocated.append(spec) or real(spec)
+    engine.warm_up(cfg, (48, 64), cameras=2)
+    assert len(allocated) == 2 and engine.cache_factory.kept == 2
+    cams = [engine.new_session(f'cam{i}', cfg) for i in range(2)]
+    for cam in cams:
+        got = stream(cam)
+        assert [r.stamp_ns for r in got] == [r.stamp_ns for r in fresh]
+        for a, b in zip(got, fresh):
+            np.testing.assert_array_equal(a.pose_c2w, b.pose_c2w)
+            np.testing.assert_array_equal(a.depth, b.depth)
+    assert len(allocated) == 2 and engine.cache_factory.kept == 0  # both taken, none made
+    other = engine.new_session('other', cfg.replace(sliding_window=6))
+    other.step(frames[0], 1)
+    other.step(frames[1], 2)
+    assert len(allocated) == 3  # a size no warm-up made: allocated as before
+
+
 def test_prepare_says_there_is_nothing_to_compile_without_cuda(capsys):
     from lingbot_ros.tools import prepare
     assert prepare.main(['--set', 'device:=cpu', '--set', 'preset:=tiny',

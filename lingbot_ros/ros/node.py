@@ -294,10 +294,10 @@ class LingbotNode(LifecycleNode):
             engine = Engine.load(engine_cfg, progress=self._configure_progress)
             self.engine = engine  # released by cleanup, or below if configure fails
             phases.mark('model', getattr(engine, 'load_phases', None))
-            if engine.compiled_blocks:
-                self._compile_ahead(engine, stream_cfg)
-                phases.mark('compile warm-up')
             names = params.resolved_camera_names
+            if engine.device.type == 'cuda':
+                self._warm_up(engine, stream_cfg, len(names))
+                phases.mark('warm-up')
             sessions = [engine.new_session(n, stream_cfg) for n in names]
             phases.mark('sessions')
         except Exception as exc:  # noqa: BLE001 (EngineError, ConfigError, OSError ...)
@@ -363,20 +363,27 @@ class LingbotNode(LifecycleNode):
         return name.rstrip('/') + '/compressed' \
             if params.inputs.input_transport == InputTransport.COMPRESSED else name
 
-    def _compile_ahead(self, engine: Any, stream_cfg: Any) -> None:
-        """With torch_compile on, compile for a nominal camera now, not in its first frames."""
+    def _warm_up(self, engine: Any, stream_cfg: Any, cameras: int) -> None:
+        """
+        Run the cameras' first frames' one-off work now, not while their frames pile up.
+
+        For a nominal camera: compiling (``torch_compile``), allocating the KV pools and
+        capturing the CUDA graphs, which each camera's session of that size then takes over.
+        """
         log = self.get_logger()
         size = f'{NOMINAL_INPUT_HW[1]}x{NOMINAL_INPUT_HW[0]}'
-        log.info(f'torch_compile: compiling the blocks for a {size} camera (tens of seconds '
-                 'the first time on a machine, seconds once cached)')
+        what = 'compiling the blocks, ' if engine.compiled_blocks else ''
+        self._configure_progress(f'warm-up: {what}KV pools and CUDA graphs for {cameras} '
+                                 f'{size} camera(s) (compiling takes tens of seconds the '
+                                 'first time on a machine, seconds once cached)')
         try:
-            seconds = engine.warm_up(stream_cfg, NOMINAL_INPUT_HW)
-        except Exception as exc:  # noqa: BLE001 (the cameras then compile at their first frames)
-            log.warning(f'torch_compile: the warm-up failed ({type(exc).__name__}: {exc}); '
-                        'each camera compiles at its first frames instead')
+            seconds = engine.warm_up(stream_cfg, NOMINAL_INPUT_HW, cameras=cameras)
+        except Exception as exc:  # noqa: BLE001 (the cameras then do it at their first frames)
+            log.warning(f'warm-up failed ({type(exc).__name__}: {exc}); each camera compiles '
+                        'and captures at its first frames instead')
             return
-        log.info(f'torch_compile: warm-up at {size} took {seconds:.1f} s; a camera of another '
-                 'size compiles at its first frames')
+        self._configure_progress(f'warm-up at {size} took {seconds:.1f} s; a camera of another '
+                                 'size compiles and captures at its first frames')
 
     def _log_memory_need(self, engine_cfg: Any, stream_cfg: Any, cameras: int) -> None:
         """Say what the device will need before anything is allocated (a nominal camera)."""

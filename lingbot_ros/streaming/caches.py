@@ -26,7 +26,8 @@ shape, sized from the spec); :func:`dense_cache_factory` the dense reference.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Protocol
+import threading
+from typing import Callable, List, Protocol, Tuple
 
 from lingbot_ros.cache.backend_choice import AttentionBackend
 from lingbot_ros.cache.dense import DenseStreamCache
@@ -108,3 +109,46 @@ def paged_cache_factory(spec: CacheSpec) -> 'tuple[StreamCache, StreamCache]':
                                        spec.camera_head_dim, spec.camera_dtype, spec.device,
                                        AttentionBackend.SDPA)
     return agg, camera
+
+
+class KeptCaches:
+    """
+    A cache factory that first hands out the cache pairs a throwaway stream left behind.
+
+    The engine's warm-up runs a stream per camera at configure; its caches are kept here
+    with whatever the runner captured over them (a streaming frame's CUDA graph is bound
+    to its caches). A camera's session of the same spec then takes a kept pair instead of
+    allocating one, and its first streamed frame replays a graph instead of capturing one
+    while the camera's frames pile up. A spec no kept pair matches lets them all go first:
+    their memory is what the new pair needs.
+    """
+
+    def __init__(self, factory: CacheFactory) -> None:
+        self.factory = factory
+        self._kept: List[Tuple[CacheSpec, tuple]] = []
+        self._lock = threading.Lock()
+
+    def __call__(self, spec: CacheSpec) -> 'tuple[StreamCache, StreamCache]':
+        with self._lock:
+            for i, (kept_spec, pair) in enumerate(self._kept):
+                if kept_spec == spec:
+                    del self._kept[i]
+                    return pair
+            self._kept.clear()
+        return self.factory(spec)
+
+    def keep(self, spec: CacheSpec, pair: tuple) -> None:
+        """Keep a pair for the next session of ``spec``."""
+        with self._lock:
+            self._kept.append((spec, pair))
+
+    @property
+    def kept(self) -> int:
+        """Count the pairs waiting for a session."""
+        with self._lock:
+            return len(self._kept)
+
+    def release(self) -> None:
+        """Let every kept pair go."""
+        with self._lock:
+            self._kept.clear()

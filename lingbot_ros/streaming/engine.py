@@ -24,6 +24,7 @@ loaded).
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 import time
 from typing import Any, Callable, Optional, Union
@@ -32,7 +33,8 @@ from lingbot_ros.cache.backend_choice import AttentionBackend
 from lingbot_ros.model.config import ConfigError, ModelConfig
 from lingbot_ros.model.graphs import GraphedStep, stageable, StagingRefused
 from lingbot_ros.model.hub import HubError, resolve_checkpoint, ResolvedCheckpoint
-from lingbot_ros.streaming.caches import CacheFactory, paged_cache_factory
+from lingbot_ros.streaming.caches import (CacheFactory, CacheSpec, KeptCaches,
+                                          paged_cache_factory)
 from lingbot_ros.streaming.config import (EngineConfig, HeadDtype, KvCacheDtype,
                                           StreamConfig, WeightsDtype)
 from lingbot_ros.streaming.device_memory import DeviceMemory, read_device_memory
@@ -212,7 +214,7 @@ class Engine:
         self.dtype = dtype
         self.backend = AttentionBackend.of(backend)
         self.description = description
-        self.cache_factory = cache_factory or default_cache_factory(self.backend)
+        self.cache_factory = KeptCaches(cache_factory or default_cache_factory(self.backend))
         self.backend_reason = 'given'
         self.load_phases: dict = {}  # Engine.load: seconds by step
         self.compiled_blocks = 0  # torch_compile: blocks whose pieces are compiled (0: off)
@@ -344,26 +346,43 @@ class Engine:
         """Open a new stream over this engine's model, with its own caches."""
         return Session(self.context(), name, cfg)
 
-    def warm_up(self, cfg: StreamConfig, input_hw: tuple, streaming_frames: int = 2) -> float:
+    def warm_up(self, cfg: StreamConfig, input_hw: tuple, streaming_frames: int = 2,
+                cameras: int = 1) -> float:
         """
-        Run a throwaway stream of synthetic ``input_hw`` frames; return the seconds it took.
+        Run throwaway streams of synthetic ``input_hw`` frames; return the seconds it took.
 
         What a model compiles at its first call of a shape (``torch_compile``: the scale
         call and a streaming frame at that input size) then happens here, before a camera
-        is waiting on it, instead of in its first frames. It runs with depth whatever
-        ``cfg`` says, so the depth decoder is compiled too: depth can be switched on at
-        runtime (``publish_depth``), and the frames that seed a new window always make it.
-        The stream and its caches are dropped afterwards; a camera of another size
-        compiles at its own first frames.
+        is waiting on it, instead of in its first frames: ``streaming_frames`` with depth
+        (the depth decoder too: depth can be switched on at runtime, and the frames that
+        seed a new window always make it), as many without. One stream per camera: each
+        leaves its caches, and the graphs captured over them, for a camera's session of
+        the same size (:class:`~lingbot_ros.streaming.caches.KeptCaches`), so the cameras'
+        first frames neither allocate nor capture. A camera of another size compiles and
+        captures at its own first frames.
         """
         t = time.monotonic()
-        session = self.new_session('warm-up', cfg.replace(with_depth=True))
         texture = np.random.default_rng(0).integers(0, 256, (*input_hw, 3), dtype=np.uint8)
-        for i in range(cfg.scale_frames + streaming_frames):
-            session.step(np.roll(texture, 7 * i, axis=1), 1 + i)
-        del session
+        frames = iter(range(1, 1 << 30))
+        for n in range(max(1, cameras)):
+            made: list = []
+
+            def allocate(spec: CacheSpec) -> tuple:
+                pair = self.cache_factory.factory(spec)  # never a pair kept for a camera
+                made.append((spec, pair))
+                return pair
+            session = Session(replace(self.context(), cache_factory=allocate), f'warm-up {n}',
+                              cfg.replace(with_depth=True))
+            for i in range(cfg.scale_frames + streaming_frames):
+                session.step(np.roll(texture, 7 * i, axis=1), next(frames))
+            session.update(session.config.replace(with_depth=False))
+            for i in range(streaming_frames):
+                session.step(np.roll(texture, -7 * i, axis=1), next(frames))
+            del session
+            if made:
+                self.cache_factory.keep(*made[-1])
         if self.device.type == 'cuda':
-            torch.cuda.empty_cache()  # the stream's pools go back before the cameras' come
+            torch.cuda.empty_cache()  # the streams' activations go back before the cameras'
         return time.monotonic() - t
 
     def _prepare(self, image_rgb: np.ndarray, cfg: StreamConfig) -> Prepared:
