@@ -196,9 +196,9 @@ def load_input(path: str, image_size: int, patch_size: int, fps: float) -> Any:
 
 def run(args: argparse.Namespace) -> dict:
     """Load, run and write; return a short summary (frames, keyframes, windows)."""
-    from lingbot_ros.streaming.colmap import KeyframeStore
+    from lingbot_ros.streaming.atomic import atomic_file
+    from lingbot_ros.streaming.colmap import KeyframeStore, write_colmap
     from lingbot_ros.streaming.engine import Engine, EngineError
-    from lingbot_ros.streaming.colmap import write_colmap
     from lingbot_ros.streaming.ply import write_ply
     from lingbot_ros.streaming.trajectory import write_npz, write_tum
 
@@ -236,7 +236,8 @@ def run(args: argparse.Namespace) -> dict:
                       [r.pose_c2w for r in out.results])
         if args.kv_stats:
             steps = [call.as_record() for call in out.kv_stats]
-            Path(args.kv_stats).write_text(json.dumps({'steps': steps}, indent=1))
+            with atomic_file(args.kv_stats) as fh:
+                fh.write(json.dumps({'steps': steps}, indent=1).encode())
         restarts = 0
         if cloud is not None:
             restarts = _build_map(out.results, cloud, store)
