@@ -150,7 +150,7 @@ class LingbotNode(LifecycleNode):
                             lambda: self.stop.requested or not self.context.ok())
         # the image callbacks: convert, gate the stamp, enqueue for the worker
         self._intake = Intake(self, lambda: self._converter, lambda: self._queue,
-                              self._out.report, self._memory_for)
+                              lambda: self.params, self._out.report, self._memory_for)
         # every map_period while publish_map is on; cancelled while it is off (a timer that
         # only returns still wakes the executor and costs the GIL)
         map_period = self._raw('map_period')

@@ -207,6 +207,11 @@ SPECS: tuple[Spec, ...] = (
          'a small file that declares a huge image (a decompression bomb) is refused at once '
          '(rejected_too_large) instead of being decoded into gigabytes.',
          low=1, high=2**31 - 1),
+    Spec('reorder_window_s', 0.5, "A frame stamped earlier than the camera's newest by at "
+         'most this many seconds is dropped and counted as out of order '
+         '(rejected_out_of_order: a driver that swapped two frames); a larger jump back (a '
+         "looped bag, a restarted driver) resets the camera's session: a new map "
+         '(stamp_resets). 0: every jump back resets.', low=0.0, high=3600.0),
     # --- frames ----------------------------------------------------------------------
     Spec('map_frame', 'lingbot_map', 'Frame of poses, path and points (with several cameras '
          "<map_frame>_<camera>). Not 'map': that is the global map of nav2 and the "
@@ -340,6 +345,7 @@ class InputParams:
     queue_ahead: bool
     use_cv_bridge: bool
     max_input_pixels: int
+    reorder_window_s: float
     map_frame: str
     camera_frame: str
     map_convention: MapConvention
