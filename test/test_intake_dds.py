@@ -98,7 +98,7 @@ def _stamp(msg):
 
 
 def _latest(rig):
-    """The newest camera diagnostics of the node (its key -> value), or {} before any."""
+    """Return the newest camera diagnostics of the node (key -> value), or {} before any."""
     for d in reversed(rig['diag']):
         s = status_of(d, f'/{NAME}: camera camera')
         if s is not None:
