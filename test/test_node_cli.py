@@ -90,6 +90,47 @@ def test_invalid_parameter_file_value_fails_with_the_parameter_named(tmp_path):
     assert "keyframe_mode='sometimes' is invalid" in out and "'flow'" in out
 
 
+def test_wrong_types_and_ranges_in_the_file_are_refused_in_the_nodes_words(tmp_path):
+    bad = _yaml(tmp_path, '    keyframe_interval: two\n    scale_frames: 0\n'
+                          '    pose_covariance: [0.1, 0.1, 0.1, 0.1, 0.1]\n')
+    rc, out = _run('--ros-args', '--params-file', str(bad), '-r', '__node:=lingbot_words')
+    assert rc == 1 and 'Traceback' not in out, out
+    (line,) = [line for line in out.splitlines() if 'configure failed: invalid' in line]
+    assert "keyframe_interval='two' is invalid: expected an integer in [1, 1000]" in line
+    assert 'scale_frames=0 is invalid: expected an integer in [1, 64]' in line
+    assert 'pose_covariance=[0.1, 0.1, 0.1, 0.1, 0.1] is invalid: expected 6 positive' in line
+    for rclpy_words in ('Trying to set parameter', 'Invalid parameter value', 'array('):
+        assert rclpy_words not in out, out
+
+
+def test_a_covariance_refused_at_runtime_is_shown_as_a_list(tmp_path):
+    """What ``ros2 param set`` sends arrives as array('d', ...): the refusal shows a list."""
+    import sys
+    script = (
+        'import rclpy\n'
+        'from rcl_interfaces.msg import Parameter as Msg, ParameterType, ParameterValue\n'
+        'from rclpy.parameter import Parameter\n'
+        'rclpy.init(args=["x", "--ros-args", "-p", "autostart:=false"])\n'
+        'from lingbot_ros.ros.node import LingbotNode\n'
+        'node = LingbotNode()\n'
+        'def as_sent(values):\n'
+        '    return Parameter.from_parameter_msg(Msg(name="pose_covariance", value='
+        'ParameterValue(type=ParameterType.PARAMETER_DOUBLE_ARRAY, '
+        'double_array_value=values)))\n'
+        'bad = node.set_parameters_atomically([as_sent([0.1] * 5)])\n'
+        'good = node.set_parameters_atomically([as_sent([0.2] * 6)])\n'
+        'print("refused:", bad.successful, bad.reason)\n'
+        'print("taken:", good.successful, list(node.get_parameter("pose_covariance").value))\n'
+        'node.destroy_node()\n'
+        'rclpy.shutdown()\n')
+    proc = subprocess.run([sys.executable, '-c', script], env=dds_env(DOMAIN),
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert 'refused: False pose_covariance=[0.1, 0.1, 0.1, 0.1, 0.1] is invalid: expected 6 ' \
+        'positive numbers' in proc.stdout, proc.stdout
+    assert 'taken: True [0.2, 0.2, 0.2, 0.2, 0.2, 0.2]' in proc.stdout, proc.stdout + proc.stderr
+
+
 def test_an_empty_camera_topics_list_is_refused_as_the_yaml_says(tmp_path):
     bad = _yaml(tmp_path, '    camera_topics: []\n')
     rc, out = _run('--ros-args', '--params-file', str(bad), '-r', '__node:=lingbot_empty')

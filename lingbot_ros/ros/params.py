@@ -24,6 +24,7 @@ allowed, so start-up and runtime refusals read the same.
 
 from __future__ import annotations
 
+import array
 from dataclasses import dataclass, fields
 from enum import Enum
 import os
@@ -451,15 +452,20 @@ def _coerce(spec: Spec, value: Any) -> Any:
     elif isinstance(default, str):
         ok = isinstance(value, str)
     elif is_number_list(default):
-        ok = isinstance(value, (list, tuple)) and all(
+        ok = isinstance(value, (list, tuple, array.array)) and all(
             isinstance(v, (int, float)) and not isinstance(v, bool) for v in value)
         value = tuple(float(v) for v in value) if ok else value
     else:
         ok = isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value)
         value = tuple(value) if ok else value
     if not ok:
-        raise ParamError(f'{spec.name}={value!r} is invalid: expected {spec.allowed}')
+        raise ParamError(f'{spec.name}={shown(value)!r} is invalid: expected {spec.allowed}')
     return value
+
+
+def shown(value: Any) -> Any:
+    """Return a value as the YAML writes it: rclpy's tuples and array('d') as lists."""
+    return list(value) if isinstance(value, (tuple, array.array)) else value
 
 
 def is_number_list(default: Any) -> bool:
@@ -490,8 +496,7 @@ def check_one(name: str, value: Any) -> Any:
         or (spec.check is not None and not spec.check(value))
     )
     if bad:
-        shown = list(value) if isinstance(value, tuple) else value  # as the YAML wrote it
-        raise ParamError(f'{name}={shown!r} is invalid: expected {spec.allowed}')
+        raise ParamError(f'{name}={shown(value)!r} is invalid: expected {spec.allowed}')
     return value
 
 
