@@ -131,6 +131,52 @@ def test_a_covariance_refused_at_runtime_is_shown_as_a_list(tmp_path):
     assert 'taken: True [0.2, 0.2, 0.2, 0.2, 0.2, 0.2]' in proc.stdout, proc.stdout + proc.stderr
 
 
+LIFECYCLE = """
+import time, rclpy
+rclpy.init(args=['x', '--ros-args', '-p', 'autostart:=false', '-p', 'image_size:=56',
+                 '-p', 'scale_frames:=2', '-p', 'device:=cpu', '-r', '__node:=lingbot_cycle'])
+from lingbot_ros.ros.node import LingbotNode
+node = LingbotNode()
+for round_ in (1, 2):
+    t0 = time.monotonic()
+    node.trigger_configure()
+    busy = time.monotonic() - t0
+    time.sleep(IDLE)  # a person between two ros2 lifecycle set calls
+    t0 = time.monotonic()
+    node.trigger_activate()
+    busy += time.monotonic() - t0
+    print(f'round {round_}: busy {busy:.2f} s; startup {node.info.startup}', flush=True)
+    node.trigger_deactivate()
+    node.trigger_cleanup()
+node.destroy_node()
+rclpy.shutdown()
+"""
+
+
+def test_lifecycle_transitions_log_and_start_up_time_leaves_idle_time_out():
+    import re
+    import sys
+    idle = 3.0
+    proc = subprocess.run([sys.executable, '-c', LIFECYCLE.replace('IDLE', str(idle))],
+                          env=dds_env(DOMAIN), capture_output=True, text=True, timeout=180)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out
+    rounds = re.findall(r'round (\d): busy ([\d.]+) s; startup ([\d.]+) s from (\S+ ?\S*) to '
+                        r'active: (.*)', proc.stdout)
+    assert [r[0] for r in rounds] == ['1', '2'], out
+    for _, busy, total, since, parts in rounds:
+        ready = re.match(r'process start to node ready ([\d.]+) s', parts)
+        before = float(ready.group(1)) if ready else 0.0
+        assert float(total) - before < float(busy) + 0.3, out  # the idle wait is not in it
+        seconds = [float(x) for x in re.findall(r'(?:^|; )[^;(]*? ([\d.]+) s', parts)]
+        assert abs(sum(seconds) - float(total)) < 0.2, out  # the parts add up
+        assert re.search(r'activate ([\d.]+) s', parts) and \
+            float(re.search(r'activate ([\d.]+) s', parts).group(1)) < 1.0, out
+    assert [r[3] for r in rounds] == ['process start', 'configure'], out
+    assert out.count('inactive: unsubscribed, worker stopped') == 2, out
+    assert out.count('unconfigured: model, sessions and maps freed') == 2, out
+
+
 def test_an_empty_camera_topics_list_is_refused_as_the_yaml_says(tmp_path):
     bad = _yaml(tmp_path, '    camera_topics: []\n')
     rc, out = _run('--ros-args', '--params-file', str(bad), '-r', '__node:=lingbot_empty')

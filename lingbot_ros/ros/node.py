@@ -445,6 +445,8 @@ class LingbotNode(LifecycleNode):
         info.hardware_id = engine.hardware_id
 
     def on_activate(self, state: LifecycleState) -> TransitionCallbackReturn:
+        if self._phases is not None:
+            self._phases.resume()  # the wait since configure is no start-up time
         p = self.params
         inputs = p.inputs
         if self._worker.alive and not self._worker.stop(STOP_WAIT_S):
@@ -476,7 +478,7 @@ class LingbotNode(LifecycleNode):
         phases = self._phases
         if phases is not None:  # the first activation after a configure: say where time went
             phases.mark('activate')
-            self.info.startup = phases.text(process_age() - self._waited)
+            self.info.startup = phases.text()
             self.get_logger().info(f'start-up: {self.info.startup}')
             self._phases = None
         return SUCCESS
@@ -485,6 +487,8 @@ class LingbotNode(LifecycleNode):
         self.info.state = NodeState.DEACTIVATING
         self._stop_streaming()
         self.info.state = NodeState.INACTIVE
+        self.get_logger().info('inactive: unsubscribed, worker stopped; the model stays loaded '
+                               '(activate resumes, cleanup frees it)')
         return SUCCESS
 
     def _stop_streaming(self, wait: Optional[float] = None) -> None:
@@ -519,6 +523,8 @@ class LingbotNode(LifecycleNode):
     def on_cleanup(self, state: LifecycleState) -> TransitionCallbackReturn:
         self._release()
         self.info.state = NodeState.UNCONFIGURED
+        self.get_logger().info('unconfigured: model, sessions and maps freed (configure '
+                               'loads them again)')
         return SUCCESS
 
     def _release(self, wait: Optional[float] = None) -> None:
