@@ -131,6 +131,22 @@ def test_a_covariance_refused_at_runtime_is_shown_as_a_list(tmp_path):
     assert 'taken: True [0.2, 0.2, 0.2, 0.2, 0.2, 0.2]' in proc.stdout, proc.stdout + proc.stderr
 
 
+def test_a_model_that_cannot_be_imported_fails_configure_with_the_reason(tmp_path):
+    import os
+    import sys
+    broken = tmp_path / 'site' / 'torch'
+    broken.mkdir(parents=True)
+    (broken / '__init__.py').write_text('raise ImportError("libtorch_cpu.so: cannot open '
+                                        'shared object file")\n')
+    path = os.pathsep.join([str(tmp_path / 'site')] + sys.path)
+    proc = subprocess.run([sys.executable, '-m', 'lingbot_ros.ros.node', '--ros-args', '-r',
+                           '__node:=lingbot_notorch'], env=dds_env(DOMAIN, PYTHONPATH=path),
+                          capture_output=True, text=True, timeout=120)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 1 and 'Traceback' not in out, out
+    assert 'configure failed: cannot load the model: ImportError: libtorch_cpu.so' in out, out
+
+
 LIFECYCLE = """
 import time, rclpy
 rclpy.init(args=['x', '--ros-args', '-p', 'autostart:=false', '-p', 'image_size:=56',

@@ -637,8 +637,10 @@ class LingbotNode(LifecycleNode):
 
 def _is_ours(exc: BaseException) -> bool:
     """Errors of our own already say what and where in one line."""
-    from lingbot_ros.streaming.engine import EngineError
-    return isinstance(exc, (EngineError, ConfigError, ParamError))
+    # not imported here: the engine imports torch, which may be what just failed to import
+    engine = sys.modules.get('lingbot_ros.streaming.engine')
+    ours = (ConfigError, ParamError) + ((engine.EngineError,) if engine is not None else ())
+    return isinstance(exc, ours)
 
 
 def _cpu_fallback_text(torch: Any) -> str:
