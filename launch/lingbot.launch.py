@@ -15,19 +15,30 @@
 """
 Start lingbot_node as a managed (lifecycle) node with a parameter file.
 
-``ros2 launch lingbot_ros lingbot.launch.py image_topic:=/camera/color/image_raw``.
-By default the node configures and activates itself (``autostart:=true``); with
-``autostart:=false`` it waits in ``unconfigured`` for a lifecycle manager (nav2's, or
-``ros2 lifecycle set``). The package's share directory is found when the launch runs
-(``FindPackageShare``), not when this file is imported. ``rviz:=true`` also starts rviz2
-with ``config/lingbot.rviz`` where rviz2 is installed, and says so where it is not.
+``ros2 launch lingbot_ros lingbot.launch.py image_topic:=/camera/color/image_raw``, or for
+several cameras ``camera_topics:="[/cam_front/image_raw, /cam_rear/image_raw]"
+camera_names:="[front, rear]"`` (they override the parameter file's lists). By default
+the node configures and activates itself (``autostart:=true``); with ``autostart:=false``
+it waits in ``unconfigured`` for a lifecycle manager (nav2's, or ``ros2 lifecycle set``).
+The package's share directory is found when the launch runs (``FindPackageShare``), not
+when this file is imported. ``rviz:=true`` also starts rviz2 with ``config/lingbot.rviz``
+where rviz2 is installed, and says so where it is not.
+
+When the node stops on its own with an error (a parameter it refuses, a checkpoint it
+cannot load), the launch says so in one ERROR line that repeats the node's reason, and
+``ros2 launch`` ends with a non-zero exit status instead of 0.
 """
 
+import re
 import shutil
+from typing import List
 
 from launch import LaunchContext, LaunchDescription
-from launch.actions import DeclareLaunchArgument, LogInfo, OpaqueFunction
+from launch.actions import DeclareLaunchArgument, LogInfo, OpaqueFunction, RegisterEventHandler
 from launch.conditions import IfCondition
+from launch.event_handlers import OnProcessExit, OnProcessIO
+from launch.events.process import ProcessExited, ProcessIO
+import launch.logging
 from launch.substitutions import LaunchConfiguration, PathJoinSubstitution
 from launch_ros.actions import LifecycleNode, Node
 from launch_ros.parameter_descriptions import ParameterValue
@@ -37,6 +48,14 @@ PACKAGE = 'lingbot_ros'
 EXECUTABLE = 'lingbot_node'
 PARAMS_FILE = 'lingbot.yaml'
 RVIZ_FILE = 'lingbot.rviz'
+CAMERA_LISTS = ('camera_topics', 'camera_names')
+# what the node prints when it stops on an error of its own (cli.py, node.py)
+NODE_ERROR = re.compile(r'((?:configure failed|activate refused|cannot start): .*)')
+ANSI = re.compile(r'\x1b\[[0-9;]*m')  # emulate_tty's colours
+
+
+class NodeStopped(RuntimeError):
+    """lingbot_node ended on its own with an error: the launch ends with one too."""
 
 
 def _rviz_installed() -> bool:
@@ -59,6 +78,73 @@ def _rviz(context: LaunchContext) -> list:
                  arguments=['-d', view.perform(context)])]
 
 
+def _camera_list(name: str, text: str) -> List[str]:
+    """Read a launch argument such as ``[/cam_front/image_raw, /cam_rear/image_raw]``."""
+    import yaml
+    try:
+        value = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ValueError(f'{name}:={text!r} is not a list: {exc}') from None
+    value = [value] if isinstance(value, str) else value
+    if not isinstance(value, list) or not value or \
+            not all(isinstance(v, str) and v for v in value):
+        raise ValueError(f'{name}:={text!r} is invalid: expected a list of names, e.g. '
+                         '"[/cam_front/image_raw, /cam_rear/image_raw]"')
+    return value
+
+
+class _ExitWatch:
+    """Remember the node's own error line; end the launch with it if the node fails."""
+
+    def __init__(self) -> None:
+        self.reason = ''
+
+    def output(self, event: ProcessIO) -> None:
+        for line in ANSI.sub('', event.text.decode(errors='replace')).splitlines():
+            found = NODE_ERROR.search(line)
+            if found:
+                self.reason = found.group(1).strip()
+
+    def exited(self, event: ProcessExited, context: LaunchContext) -> None:
+        if event.returncode == 0 or context.is_shutdown:
+            return  # a clean exit, or one the launch itself asked for (Ctrl-C)
+        reason = self.reason or 'see its output above'
+        launch.logging.get_logger('lingbot.launch').error(
+            f'{EXECUTABLE} stopped with exit code {event.returncode}: {reason}')
+        raise NodeStopped(f'{EXECUTABLE} exited with code {event.returncode} (see the error '
+                          'above); the launch ends')
+
+
+def _node(context: LaunchContext) -> list:
+    """Build the lifecycle node (cameras from the arguments, if given) and its exit watch."""
+    parameters = [LaunchConfiguration('params_file'), {
+        'use_sim_time': ParameterValue(LaunchConfiguration('use_sim_time'), value_type=bool),
+        'autostart': ParameterValue(LaunchConfiguration('autostart'), value_type=bool)}]
+    cameras = {}
+    for name in CAMERA_LISTS:
+        text = LaunchConfiguration(name).perform(context).strip()
+        if text:
+            cameras[name] = _camera_list(name, text)
+    if cameras:  # over the parameter file's lists
+        parameters.append(cameras)
+    node = LifecycleNode(
+        package=PACKAGE,
+        executable=EXECUTABLE,
+        name=EXECUTABLE,
+        namespace=LaunchConfiguration('namespace'),
+        output='screen',
+        emulate_tty=True,
+        parameters=parameters,
+        remappings=[('image', LaunchConfiguration('image_topic'))],
+        arguments=['--ros-args', '--log-level', LaunchConfiguration('log_level')],
+    )
+    watch = _ExitWatch()
+    return [RegisterEventHandler(OnProcessIO(target_action=node, on_stdout=watch.output,
+                                             on_stderr=watch.output)),
+            RegisterEventHandler(OnProcessExit(target_action=node, on_exit=watch.exited)),
+            node]
+
+
 def generate_launch_description() -> LaunchDescription:
     """Describe the arguments and the one lifecycle node."""
     default_params = PathJoinSubstitution([FindPackageShare(PACKAGE), 'config', PARAMS_FILE])
@@ -70,9 +156,17 @@ def generate_launch_description() -> LaunchDescription:
                               description='Namespace of the node and its topics.'),
         DeclareLaunchArgument('image_topic', default_value='image',
                               description='Camera image topic, remapped onto the node input '
-                                          '"image" (one camera; list several in '
-                                          'camera_topics instead). With input_transport '
-                                          'compressed the node reads <image_topic>/compressed.'),
+                                          '"image" (one camera; camera_topics for several). '
+                                          'With input_transport compressed the node reads '
+                                          '<image_topic>/compressed.'),
+        DeclareLaunchArgument('camera_topics', default_value='',
+                              description='Several cameras: their image topics, e.g. '
+                                          '"[/cam_front/image_raw, /cam_rear/image_raw]" '
+                                          "(empty: the parameter file's camera_topics)."),
+        DeclareLaunchArgument('camera_names', default_value='',
+                              description='One name per camera_topics entry, e.g. "[front, '
+                                          'rear]" (empty: the parameter file\'s, or names '
+                                          'derived from the topics).'),
         DeclareLaunchArgument('autostart', default_value='true',
                               description='Configure and activate on start; false leaves the '
                                           'node unconfigured for a lifecycle manager.'),
@@ -84,18 +178,5 @@ def generate_launch_description() -> LaunchDescription:
         DeclareLaunchArgument('log_level', default_value='info',
                               description='Logger level: debug, info, warn, error or fatal.'),
     ]
-    node = LifecycleNode(
-        package=PACKAGE,
-        executable=EXECUTABLE,
-        name=EXECUTABLE,
-        namespace=LaunchConfiguration('namespace'),
-        output='screen',
-        emulate_tty=True,
-        parameters=[LaunchConfiguration('params_file'), {
-            'use_sim_time': ParameterValue(LaunchConfiguration('use_sim_time'), value_type=bool),
-            'autostart': ParameterValue(LaunchConfiguration('autostart'), value_type=bool)}],
-        remappings=[('image', LaunchConfiguration('image_topic'))],
-        arguments=['--ros-args', '--log-level', LaunchConfiguration('log_level')],
-    )
     rviz = OpaqueFunction(function=_rviz, condition=IfCondition(LaunchConfiguration('rviz')))
-    return LaunchDescription(arguments + [node, rviz])
+    return LaunchDescription(arguments + [OpaqueFunction(function=_node), rviz])

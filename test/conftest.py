@@ -176,3 +176,37 @@ def unproject_plain(r, pose, step, min_confidence, percentile):
     rgb = r.colors[::step, ::step][v, u] if r.colors is not None \
         else np.zeros((len(z), 3), np.uint8)
     return xyz, rgb, (conf[v, u] if conf is not None else np.zeros(len(z), np.float32))
+
+
+def write_bag(path: Path, topics: dict, storage: str = 'sqlite3') -> Path:
+    """
+    Write a rosbag2 folder with ``rosbags`` itself: ``{topic: [(stamp_ns, rgb, frame_id)]}``.
+
+    A topic ending in ``/compressed`` holds JPEG CompressedImages, any other bgr8 Images;
+    ``storage`` is 'sqlite3' or 'mcap'. Messages are recorded 1 ms after their stamps.
+    """
+    import cv2
+    from rosbags.rosbag2 import StoragePlugin, Writer
+    from rosbags.typesys import get_typestore, Stores
+    store = get_typestore(Stores.ROS2_KILTED)
+    types = store.types
+    img, comp = types['sensor_msgs/msg/Image'], types['sensor_msgs/msg/CompressedImage']
+    hdr, time_ = types['std_msgs/msg/Header'], types['builtin_interfaces/msg/Time']
+    plugin = {'sqlite3': StoragePlugin.SQLITE3, 'mcap': StoragePlugin.MCAP}[storage]
+    with Writer(path, version=9, storage_plugin=plugin) as writer:
+        for topic, frames in topics.items():
+            kind = comp if topic.endswith('/compressed') else img
+            conn = writer.add_connection(topic, kind.__msgtype__, typestore=store)
+            for stamp, rgb, frame_id in frames:
+                header = hdr(stamp=time_(sec=stamp // 10**9, nanosec=stamp % 10**9),
+                             frame_id=frame_id)
+                bgr = np.ascontiguousarray(rgb[..., ::-1])
+                if kind is comp:
+                    data = cv2.imencode('.jpg', bgr, [cv2.IMWRITE_JPEG_QUALITY, 95])[1]
+                    msg = comp(header=header, format='jpeg', data=data.reshape(-1))
+                else:
+                    h, w = rgb.shape[:2]
+                    msg = img(header=header, height=h, width=w, encoding='bgr8',
+                              is_bigendian=0, step=w * 3, data=bgr.reshape(-1))
+                writer.write(conn, stamp + 1_000_000, store.serialize_cdr(msg, kind.__msgtype__))
+    return path

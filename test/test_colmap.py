@@ -173,6 +173,20 @@ def test_a_second_model_in_the_folder_replaces_the_first(tmp_path):
         write_colmap(tmp_path / 'none', [], points)
 
 
+def test_a_folder_holding_other_files_is_refused_and_kept(tmp_path):
+    k = scene.intrinsics(W, H)
+    images = [keyframe_image(_result(f, k)) for f in scene.frames(2, W, H)]
+    points = MapPoints(np.zeros((1, 3), np.float32), np.zeros((1, 3), np.uint8),
+                       np.array([2.0], np.float32))
+    (tmp_path / 'notes.txt').write_text('mine')
+    with pytest.raises(ValueError, match='notes.txt'):
+        write_colmap(tmp_path, images, points)
+    assert [p.name for p in tmp_path.iterdir()] == ['notes.txt']
+    (tmp_path / 'file').write_text('x')
+    with pytest.raises(ValueError, match='not a folder'):
+        write_colmap(tmp_path / 'file', images, points)
+
+
 def test_errors_come_from_the_confidence():
     np.testing.assert_allclose(point_errors(np.array([2.0, 10.0, 0.0, np.nan])),
                                [0.5, 0.1, -1.0, -1.0])

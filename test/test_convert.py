@@ -18,7 +18,8 @@ from conftest import jpeg_declaring, png_bomb
 import cv2
 from lingbot_ros.ros import convert
 from lingbot_ros.ros.convert import (BadSize, compressed_to_rgb, CorruptImage, CV_BRIDGE_ENCODINGS,
-                                     ENCODINGS, image_to_rgb, ImageConverter, ImageRejected,
+                                     DepthImage, ENCODINGS, image_to_rgb, ImageConverter,
+                                     ImageRejected,
                                      load_cv_bridge, TooLarge, TruncatedData,
                                      UnknownEncoding)
 from lingbot_ros.ros.reasons import Rejection
@@ -69,17 +70,33 @@ def test_rgba8_view_and_bgr_family(pad):
     np.testing.assert_array_equal(image_to_rgb(_msg(bgra, 'bgra8', pad)), img)
 
 
-def test_mono8_and_mono16_both_endians():
+def test_mono8_and_sixteen_bit_bayer_both_endians():
     gray = _rgb(3)[..., 0]
     out = image_to_rgb(_msg(gray[..., None], 'mono8'))
     assert out.shape == (H, W, 3)
     for c in range(3):
         np.testing.assert_array_equal(out[..., c], gray)
-    wide = gray.astype(np.uint16) * 257  # exactly gray after round(x * 255 / 65535)
+    wide = np.full((H, W), 200 * 257, np.uint16)  # exactly 200 after round(x * 255 / 65535)
     for big in (False, True):
         arr = wide.astype('>u2' if big else '<u2')[..., None]
-        got = image_to_rgb(_msg(arr, 'mono16', pad=2, bigendian=big))
-        np.testing.assert_array_equal(got[..., 1], gray)
+        got = image_to_rgb(_msg(arr, 'bayer_rggb16', pad=2, bigendian=big))
+        np.testing.assert_array_equal(got, 200)
+
+
+@pytest.mark.parametrize('name', ['16UC1', '32FC1', '16SC1', 'mono16', '64FC1', '32SC1'])
+def test_depth_and_disparity_on_the_colour_input_are_refused_as_such(name):
+    size = {'16UC1': 2, '16SC1': 2, 'mono16': 2, '32FC1': 4, '32SC1': 4, '64FC1': 8}[name]
+    msg = Image(height=4, width=4, encoding=name, step=4 * size, data=bytes(16 * size))
+    for conv in (ImageConverter(use_cv_bridge=False), ImageConverter(use_cv_bridge=True)):
+        with pytest.raises(DepthImage, match='looks like a depth topic') as info:
+            conv.image(msg)
+        assert info.value.reason is Rejection.DEPTH_IMAGE
+    with pytest.raises(DepthImage):
+        image_to_rgb(msg)
+    assert name not in ENCODINGS and name not in CV_BRIDGE_ENCODINGS
+    png = cv2.imencode('.png', np.zeros((4, 4), np.uint16))[1].tobytes()
+    with pytest.raises(DepthImage, match='looks like a depth topic'):
+        compressed_to_rgb(CompressedImage(format='16UC1; compressedDepth png', data=png))
 
 
 def test_sixteen_bits_scale_to_eight_by_rounding_over_the_full_range():
@@ -145,14 +162,15 @@ def test_compressed_jpeg_and_png():
 
 @pytest.mark.parametrize('make,error', [
     (lambda: _msg(_rgb(), 'rgb16'), UnknownEncoding),
-    (lambda: _msg(_rgb(), '32FC1'), UnknownEncoding),
+    (lambda: _msg(_rgb(), '32FC3'), UnknownEncoding),
     (lambda: Image(height=0, width=4, encoding='rgb8', step=12), BadSize),
     (lambda: Image(height=4, width=0, encoding='rgb8', step=0), BadSize),
     (lambda: _msg(np.zeros((4, 5, 2), np.uint8), 'yuv422'), BadSize),
     (lambda: _msg(np.zeros((5, 4, 1), np.uint8), 'bayer_rggb8'), BadSize),
     (lambda: Image(height=4, width=4, encoding='rgb8', step=8, data=bytes(48)), BadSize),
     (lambda: Image(height=4, width=4, encoding='rgb8', step=12, data=bytes(47)), TruncatedData),
-    (lambda: Image(height=4, width=4, encoding='mono16', step=8, data=bytes(8)), TruncatedData),
+    (lambda: Image(height=4, width=4, encoding='bayer_rggb16', step=8, data=bytes(8)),
+     TruncatedData),
 ])
 def test_raw_rejections_are_typed(make, error):
     with pytest.raises(error) as info:
@@ -174,7 +192,7 @@ def test_compressed_rejections_are_typed():
         (CompressedImage(format='jpeg', data=jpeg[:4] + b'\x13' * 64 + b'\xff\xd9'),
          CorruptImage),
         (CompressedImage(format='tiff', data=b'II*\x00' + bytes(50)), UnknownEncoding),
-        (CompressedImage(format='16UC1; compressedDepth png', data=png), UnknownEncoding),
+        (CompressedImage(format='16UC1; compressedDepth png', data=png), DepthImage),
     ]
     for msg, error in cases:
         with pytest.raises(error):
@@ -199,8 +217,8 @@ def test_converter_uses_numpy_path_without_cv_bridge():
 # --- every advertised encoding, with and without cv_bridge, against a numpy reference ---
 
 BRIDGE = load_cv_bridge()
-README_ENCODINGS = ('rgb8', 'bgr8', 'rgba8', 'bgra8', 'mono8', 'mono16', 'yuv422', 'uyvy',
-                    'yuv422_yuy2', 'yuyv', '8UC1', '8UC3', '8UC4', '16UC1') + tuple(
+README_ENCODINGS = ('rgb8', 'bgr8', 'rgba8', 'bgra8', 'mono8', 'yuv422', 'uyvy',
+                    'yuv422_yuy2', 'yuyv', '8UC1', '8UC3', '8UC4') + tuple(
     f'bayer_{p}{d}' for p in ('rggb', 'bggr', 'gbrg', 'grbg') for d in (8, 16))
 
 
@@ -304,7 +322,7 @@ def test_the_cv_bridge_list_is_exactly_what_cv_bridge_converts_right(name):
     Image(height=48, width=63, encoding='yuv422', step=126, data=bytes(48 * 126)),
     Image(height=48, width=63, encoding='yuyv', step=126, data=bytes(48 * 126)),
     Image(height=47, width=64, encoding='bayer_rggb8', step=64, data=bytes(47 * 64)),
-    Image(height=4, width=4, encoding='mono16', step=7, data=bytes(28)),
+    Image(height=4, width=4, encoding='bayer_rggb16', step=7, data=bytes(28)),
     Image(height=4, width=4, encoding='rgb8', step=12, data=bytes(40)),
 ], ids=['yuv422-odd-width', 'yuyv-odd-width', 'bayer-odd-height', 'short-step', 'short-data'])
 def test_invalid_frames_never_reach_a_converter(msg):

@@ -44,8 +44,8 @@ DOMAIN = dds_domain(52)
 ROOT = Path(__file__).resolve().parents[1]
 LAUNCH = ROOT / 'launch' / 'lingbot.launch.py'
 EXE = node_executable()
-ARGUMENTS = {'params_file', 'namespace', 'image_topic', 'autostart', 'rviz', 'use_sim_time',
-             'log_level'}
+ARGUMENTS = {'params_file', 'namespace', 'image_topic', 'camera_topics', 'camera_names',
+             'autostart', 'rviz', 'use_sim_time', 'log_level'}
 FAST = """
 /**:
   ros__parameters:
@@ -86,6 +86,9 @@ def test_launch_file_declares_described_arguments_and_a_lifecycle_node():
     (node,) = _calls(tree, 'LifecycleNode')
     assert [ast.unparse(c.keywords[0].value) for c in _calls(tree, 'Node')] == ["'rviz2'"]
     kw = {k.arg: k.value for k in node.keywords}
+    # the node's exit is watched: an error exit ends the launch with one
+    (watch,) = _calls(tree, 'OnProcessExit')
+    assert {k.arg: ast.unparse(k.value) for k in watch.keywords}['target_action'] == 'node'
     assert consts[kw['package'].id] == 'lingbot_ros'
     executable = consts[kw['executable'].id]
     setup = (ROOT / 'setup.py').read_text()
@@ -95,7 +98,9 @@ def test_launch_file_declares_described_arguments_and_a_lifecycle_node():
     assert "glob('config/*.rviz')" in setup and (ROOT / 'config' / consts['RVIZ_FILE']).is_file()
     remaps = ast.unparse(kw['remappings'])
     assert "'image'" in remaps and 'image_topic' in remaps
-    parameters = ast.unparse(kw['parameters'])
+    (built,) = [n for n in ast.walk(tree) if isinstance(n, ast.Assign)
+                and ast.unparse(n.targets[0]) == ast.unparse(kw['parameters'])]
+    parameters = ast.unparse(built.value)
     assert 'use_sim_time' in parameters and "'autostart'" in parameters
     # the share directory is a substitution resolved at launch time, not at import
     assert _calls(tree, 'FindPackageShare') and not _calls(tree, 'get_package_share_directory')
@@ -124,7 +129,8 @@ NEEDS_ROS2 = pytest.mark.skipif(
 @NEEDS_LAUNCH
 def test_launch_file_loads_without_the_package_installed():
     import importlib.util
-    from launch import LaunchDescription
+    from launch import LaunchContext, LaunchDescription
+    from launch.actions import OpaqueFunction
     from launch_ros.actions import LifecycleNode
     spec = importlib.util.spec_from_file_location('lingbot_launch', LAUNCH)
     module = importlib.util.module_from_spec(spec)
@@ -132,12 +138,26 @@ def test_launch_file_loads_without_the_package_installed():
     desc = module.generate_launch_description()  # no ament index lookup happens here
     assert isinstance(desc, LaunchDescription)
     assert {a.name for a in desc.get_launch_arguments()} == ARGUMENTS
-    assert [type(e) for e in desc.entities if isinstance(e, LifecycleNode)] == [LifecycleNode]
+    # the node is built when the launch runs, from the arguments given
+    context = LaunchContext()
+    context.launch_configurations.update({
+        'params_file': str(ROOT / 'config' / 'lingbot.yaml'), 'namespace': '',
+        'image_topic': 'image', 'camera_topics': '', 'camera_names': '', 'autostart': 'true',
+        'use_sim_time': 'false', 'log_level': 'info', 'rviz': 'false'})
+    built = [a for e in desc.entities if isinstance(e, OpaqueFunction)
+             for a in (e.execute(context) or [])]
+    assert [type(e) for e in built if isinstance(e, LifecycleNode)] == [LifecycleNode]
+    assert module._camera_list('camera_topics', '[/cam_front/image_raw, /cam_rear/image_raw]') \
+        == ['/cam_front/image_raw', '/cam_rear/image_raw']
+    assert module._camera_list('camera_names', 'front') == ['front']
+    for bad in ('[]', '[1, 2]', '[a', '{a: b}'):
+        with pytest.raises(ValueError, match='camera_names'):
+            module._camera_list('camera_names', bad)
 
 
-def _launch(ament_env, tmp_path, *args, domain=DOMAIN, name='launch.log'):
+def _launch(ament_env, tmp_path, *args, domain=DOMAIN, name='launch.log', text=FAST):
     params = tmp_path / 'fast.yaml'
-    params.write_text(FAST)
+    params.write_text(text)
     keep = ('AMENT_PREFIX_PATH', 'PATH', 'PYTHONPATH')
     env = dds_env(domain, **{k: v for k, v in ament_env.items() if k in keep})
     log = open(tmp_path / name, 'w+')
@@ -203,6 +223,60 @@ def test_ros2_launch_starts_an_active_lifecycle_node(ament_env, tmp_path):
         rc = _stop(proc, log)
         probe.close()
     assert rc == 0, _read(log)
+
+
+@NEEDS_ROS2
+def test_ros2_launch_takes_several_cameras_as_arguments(ament_env, tmp_path):
+    proc, log = _launch(ament_env, tmp_path, 'namespace:=rig',
+                        'camera_topics:=[/cam_front/image_raw, /cam_rear/image_raw]',
+                        'camera_names:=[front, rear]', name='cameras.log')
+    os.environ['ROS_AUTOMATIC_DISCOVERY_RANGE'] = 'LOCALHOST'
+    probe = Probe('cameras_probe', domain_id=DOMAIN)
+    try:
+        diags = probe.collect(DiagnosticArray, '/diagnostics')
+        assert probe.spin_until(lambda: _last_active(diags, '/rig/lingbot_node') is not None,
+                                120), _read(log)
+        last = _last_active(diags, '/rig/lingbot_node')
+        for name, topic in (('front', '/cam_front/image_raw'), ('rear', '/cam_rear/image_raw')):
+            cam = status_of(last, f'/rig/lingbot_node: camera {name}')
+            assert cam is not None and cam[2]['topic'] == topic, _read(log)
+        topics = dict(probe.node.get_topic_names_and_types())
+        assert '/rig/lingbot_node/front/pose' in topics and '/rig/lingbot_node/rear/pose' in topics
+    finally:
+        rc = _stop(proc, log)
+        probe.close()
+    assert rc == 0, _read(log)
+
+
+BAD_FILES = {
+    'a wrong type': ('    keyframe_interval: two\n', 1,
+                     "configure failed: invalid parameters: keyframe_interval='two' is invalid: "
+                     'expected an integer in [1, 1000]'),
+    'out of range': ('    scale_frames: 0\n', 1,
+                     'configure failed: invalid parameters: scale_frames=0 is invalid: expected '
+                     'an integer in [1, 64]'),
+    'broken YAML': ('    camera_topics: [a\n  b: : :\n', 2, 'cannot start: '),
+}
+
+
+@NEEDS_ROS2
+@pytest.mark.parametrize('case', sorted(BAD_FILES))
+def test_ros2_launch_fails_with_the_nodes_own_words_on_a_bad_parameter_file(ament_env, tmp_path,
+                                                                            case):
+    body, code, words = BAD_FILES[case]
+    proc, log = _launch(ament_env, tmp_path, text='/**:\n  ros__parameters:\n' + body,
+                        name='bad.log')
+    try:
+        rc = proc.wait(120)
+    finally:
+        _stop(proc, log)
+    text = _read(log)
+    assert rc != 0, text  # ros2 launch itself fails, not only the node
+    (line,) = [ln for ln in text.splitlines() if ln.startswith('[ERROR] [lingbot.launch]:')]
+    assert line.startswith(f'[ERROR] [lingbot.launch]: lingbot_node stopped with exit code '
+                           f'{code}: ') and words in line, text
+    for rclpy_words in ('Trying to set parameter', 'Invalid parameter value'):
+        assert rclpy_words not in text, text
 
 
 def test_the_rviz_view_shows_the_map_path_pose_and_depth_in_the_map_frame():

@@ -90,6 +90,109 @@ def test_invalid_parameter_file_value_fails_with_the_parameter_named(tmp_path):
     assert "keyframe_mode='sometimes' is invalid" in out and "'flow'" in out
 
 
+def test_wrong_types_and_ranges_in_the_file_are_refused_in_the_nodes_words(tmp_path):
+    bad = _yaml(tmp_path, '    keyframe_interval: two\n    scale_frames: 0\n'
+                          '    pose_covariance: [0.1, 0.1, 0.1, 0.1, 0.1]\n')
+    rc, out = _run('--ros-args', '--params-file', str(bad), '-r', '__node:=lingbot_words')
+    assert rc == 1 and 'Traceback' not in out, out
+    (line,) = [line for line in out.splitlines() if 'configure failed: invalid' in line]
+    assert "keyframe_interval='two' is invalid: expected an integer in [1, 1000]" in line
+    assert 'scale_frames=0 is invalid: expected an integer in [1, 64]' in line
+    assert 'pose_covariance=[0.1, 0.1, 0.1, 0.1, 0.1] is invalid: expected 6 positive' in line
+    for rclpy_words in ('Trying to set parameter', 'Invalid parameter value', 'array('):
+        assert rclpy_words not in out, out
+
+
+def test_a_covariance_refused_at_runtime_is_shown_as_a_list(tmp_path):
+    """What ``ros2 param set`` sends arrives as array('d', ...): the refusal shows a list."""
+    import sys
+    script = (
+        'import rclpy\n'
+        'from rcl_interfaces.msg import Parameter as Msg, ParameterType, ParameterValue\n'
+        'from rclpy.parameter import Parameter\n'
+        'rclpy.init(args=["x", "--ros-args", "-p", "autostart:=false"])\n'
+        'from lingbot_ros.ros.node import LingbotNode\n'
+        'node = LingbotNode()\n'
+        'def as_sent(values):\n'
+        '    return Parameter.from_parameter_msg(Msg(name="pose_covariance", value='
+        'ParameterValue(type=ParameterType.PARAMETER_DOUBLE_ARRAY, '
+        'double_array_value=values)))\n'
+        'bad = node.set_parameters_atomically([as_sent([0.1] * 5)])\n'
+        'good = node.set_parameters_atomically([as_sent([0.2] * 6)])\n'
+        'print("refused:", bad.successful, bad.reason)\n'
+        'print("taken:", good.successful, list(node.get_parameter("pose_covariance").value))\n'
+        'node.destroy_node()\n'
+        'rclpy.shutdown()\n')
+    proc = subprocess.run([sys.executable, '-c', script], env=dds_env(DOMAIN),
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert 'refused: False pose_covariance=[0.1, 0.1, 0.1, 0.1, 0.1] is invalid: expected 6 ' \
+        'positive numbers' in proc.stdout, proc.stdout
+    assert 'taken: True [0.2, 0.2, 0.2, 0.2, 0.2, 0.2]' in proc.stdout, proc.stdout + proc.stderr
+
+
+def test_a_model_that_cannot_be_imported_fails_configure_with_the_reason(tmp_path):
+    import os
+    import sys
+    broken = tmp_path / 'site' / 'torch'
+    broken.mkdir(parents=True)
+    (broken / '__init__.py').write_text('raise ImportError("libtorch_cpu.so: cannot open '
+                                        'shared object file")\n')
+    path = os.pathsep.join([str(tmp_path / 'site')] + sys.path)
+    proc = subprocess.run([sys.executable, '-m', 'lingbot_ros.ros.node', '--ros-args', '-r',
+                           '__node:=lingbot_notorch'], env=dds_env(DOMAIN, PYTHONPATH=path),
+                          capture_output=True, text=True, timeout=120)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 1 and 'Traceback' not in out, out
+    assert 'configure failed: cannot load the model: ImportError: libtorch_cpu.so' in out, out
+
+
+LIFECYCLE = """
+import time, rclpy
+rclpy.init(args=['x', '--ros-args', '-p', 'autostart:=false', '-p', 'image_size:=56',
+                 '-p', 'scale_frames:=2', '-p', 'device:=cpu', '-r', '__node:=lingbot_cycle'])
+from lingbot_ros.ros.node import LingbotNode
+node = LingbotNode()
+for round_ in (1, 2):
+    t0 = time.monotonic()
+    node.trigger_configure()
+    busy = time.monotonic() - t0
+    time.sleep(IDLE)  # a person between two ros2 lifecycle set calls
+    t0 = time.monotonic()
+    node.trigger_activate()
+    busy += time.monotonic() - t0
+    print(f'round {round_}: busy {busy:.2f} s; startup {node.info.startup}', flush=True)
+    node.trigger_deactivate()
+    node.trigger_cleanup()
+node.destroy_node()
+rclpy.shutdown()
+"""
+
+
+def test_lifecycle_transitions_log_and_start_up_time_leaves_idle_time_out():
+    import re
+    import sys
+    idle = 3.0
+    proc = subprocess.run([sys.executable, '-c', LIFECYCLE.replace('IDLE', str(idle))],
+                          env=dds_env(DOMAIN), capture_output=True, text=True, timeout=180)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out
+    rounds = re.findall(r'round (\d): busy ([\d.]+) s; startup ([\d.]+) s from (\S+ ?\S*) to '
+                        r'active: (.*)', proc.stdout)
+    assert [r[0] for r in rounds] == ['1', '2'], out
+    for _, busy, total, since, parts in rounds:
+        ready = re.match(r'process start to node ready ([\d.]+) s', parts)
+        before = float(ready.group(1)) if ready else 0.0
+        assert float(total) - before < float(busy) + 0.3, out  # the idle wait is not in it
+        seconds = [float(x) for x in re.findall(r'(?:^|; )[^;(]*? ([\d.]+) s', parts)]
+        assert abs(sum(seconds) - float(total)) < 0.2, out  # the parts add up
+        assert re.search(r'activate ([\d.]+) s', parts) and \
+            float(re.search(r'activate ([\d.]+) s', parts).group(1)) < 1.0, out
+    assert [r[3] for r in rounds] == ['process start', 'configure'], out
+    assert out.count('inactive: unsubscribed, worker stopped') == 2, out
+    assert out.count('unconfigured: model, sessions and maps freed') == 2, out
+
+
 def test_an_empty_camera_topics_list_is_refused_as_the_yaml_says(tmp_path):
     bad = _yaml(tmp_path, '    camera_topics: []\n')
     rc, out = _run('--ros-args', '--params-file', str(bad), '-r', '__node:=lingbot_empty')

@@ -18,8 +18,9 @@ import os
 from pathlib import Path
 import subprocess
 import sys
+import time
 
-from conftest import dds_domain, dds_env
+from conftest import dds_domain, dds_env, write_bag
 import cv2
 from lingbot_ros.ros.probe import Probe
 from lingbot_ros.tools import play, scene
@@ -97,29 +98,31 @@ def test_video_with_count_and_loop(probe, tmp_path):
     np.testing.assert_array_equal(_rgb(got[3]), _rgb(got[0]))
 
 
-def test_bag_is_republished_with_its_stamps(probe, tmp_path):
-    from rosbags.rosbag2 import Writer
-    from rosbags.typesys import get_typestore, Stores
-    store = get_typestore(Stores.ROS2_HUMBLE)
-    Img = store.types['sensor_msgs/msg/Image']
-    Hdr = store.types['std_msgs/msg/Header']
-    Time = store.types['builtin_interfaces/msg/Time']
+@pytest.mark.parametrize('storage', ['sqlite3', 'mcap'])
+def test_a_bag_is_republished_with_its_frame_id_and_stamps(probe, tmp_path, storage):
     frames = list(scene.frames(3, 32, 24))
-    bag = tmp_path / 'bag'
     stamps = [5_000_000_000 + i * 250_000_000 for i in range(3)]
-    with Writer(bag, version=8) as writer:
-        conn = writer.add_connection('/cam/image_raw', Img.__msgtype__, typestore=store)
-        for f, stamp in zip(frames, stamps):
-            bgr = np.ascontiguousarray(f.image[..., ::-1])
-            msg = Img(header=Hdr(stamp=Time(sec=stamp // 10**9, nanosec=stamp % 10**9),
-                                 frame_id='cam'),
-                      height=24, width=32, encoding='bgr8', is_bigendian=0, step=96,
-                      data=bgr.reshape(-1))
-            writer.write(conn, stamp, store.serialize_cdr(msg, Img.__msgtype__))
-    got = _play(probe, '/play/bag', [str(bag), '--source-stamps'], 3)
+    bag = write_bag(tmp_path / 'bag', {
+        '/cam/image_raw': [(s, f.image, 'cam') for s, f in zip(stamps, frames)],
+        '/other/compressed': [(1, frames[0].image, 'other')]}, storage)
+    got = _play(probe, f'/play/bag_{storage}', [str(bag), '--bag-topic', '/cam/image_raw'], 3)
     assert [m.header.stamp.sec * 10**9 + m.header.stamp.nanosec for m in got] == stamps
+    assert [m.header.frame_id for m in got] == ['cam'] * 3
     for msg, f in zip(got, frames):
         np.testing.assert_array_equal(_rgb(msg), f.image)
+    # --restamp: the clock at publish time; --frame-id: a name of one's own
+    before = time.time_ns()
+    got = _play(probe, f'/play/bag_{storage}_now', [str(bag), '--bag-topic', '/cam/image_raw',
+                                                    '--restamp', '--frame-id', 'mine'], 3)
+    now = [m.header.stamp.sec * 10**9 + m.header.stamp.nanosec for m in got]
+    assert all(before <= t <= time.time_ns() for t in now), (before, now)
+    assert [m.header.frame_id for m in got] == ['mine'] * 3
+    # two image topics and none named: refused, naming them
+    proc = subprocess.run([str(BIN / 'lingbot-ros-play'), str(bag), '--wait', '0'],
+                          env=_env(), capture_output=True, text=True, timeout=60)
+    assert proc.returncode != 0 and 'choose one with --bag-topic' in proc.stderr
+    assert '/cam/image_raw (Image, 3 messages)' in proc.stderr
+    assert '/other/compressed (CompressedImage, 1 messages)' in proc.stderr
 
 
 def test_bad_arguments_are_refused():
@@ -311,8 +314,8 @@ def _check_folder(folder, good, bad, capsys):
     frames = list(folder_frames(folder))
     err = capsys.readouterr().err
     assert len(frames) == len(good)
-    for (rgb, stamp), name in zip(frames, sorted(good)):
-        assert stamp is None
+    for (rgb, stamp, frame_id), name in zip(frames, sorted(good)):
+        assert stamp is None and frame_id is None
         np.testing.assert_array_equal(rgb, good[name])
     lines = err.splitlines()
     assert len(lines) == len(bad), err

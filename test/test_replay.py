@@ -17,10 +17,12 @@
 import json
 from pathlib import Path
 
+from conftest import write_bag
 from lingbot_ros.streaming.map_cloud import MapCloud, MapCloudConfig
 from lingbot_ros.streaming.ply import read_ply
 from lingbot_ros.streaming.result import FrameResult, FrameType
 from lingbot_ros.streaming.trajectory import intrinsics_from_fov, pose_enc_to_matrix, read_tum
+from lingbot_ros.tools import scene
 from lingbot_ros.tools.replay import main
 import numpy as np
 import pytest
@@ -159,6 +161,39 @@ def test_video_input(tmp_path):
     assert rc == 0
     out = np.load(tmp_path / 'o.npz')
     assert out['depth'].shape == (5, 56, 84, 1) and list(out['frame_type'][:3]) == [0, 0, 1]
+
+
+BAG_STAMPS = [5_000_000_000, 5_130_000_000, 5_210_000_000, 5_400_000_000]  # not index / fps
+TINY = ['--preset', 'tiny', '--device', 'cpu', '--quiet', '--image-size', '84',
+        '--scale-frames', '2']
+
+
+@pytest.mark.parametrize('storage', ['sqlite3', 'mcap'])
+def test_a_bag_replays_with_its_header_stamps(tmp_path, capsys, storage):
+    frames = [f.image for f in scene.frames(len(BAG_STAMPS), 84, 56)]
+    late = [s + 7_000_000 for s in BAG_STAMPS]
+    bag = write_bag(tmp_path / 'bag', {
+        '/cam/image_raw': [(s, f, 'cam_optical') for s, f in zip(BAG_STAMPS, frames)],
+        '/cam/compressed': [(s, f, 'cam_optical') for s, f in zip(late, frames)]}, storage)
+    err = _error(capsys, TINY + ['--images', str(bag)])
+    assert 'several image topics, choose one with --topic' in err
+    assert '/cam/image_raw (Image, 4 messages)' in err and '/cam/compressed (Compressed' in err
+    err = _error(capsys, TINY + ['--images', str(bag), '--topic', '/cam/depth'])
+    assert 'no Image or CompressedImage topic /cam/depth' in err and '/cam/image_raw' in err
+    for topic, stamps in (('/cam/image_raw', BAG_STAMPS), ('/cam/compressed', late)):
+        tum = tmp_path / f'{topic.rsplit("/", 1)[-1]}.tum'
+        rc = main(TINY + ['--images', str(bag), '--topic', topic, '--trajectory', str(tum),
+                          '--out', str(tmp_path / 'o.npz')])
+        assert rc == 0
+        got, poses = read_tum(tum)
+        assert [round(t * 1e9) for t in got] == stamps and poses.shape == (4, 4, 4)
+        assert np.load(tmp_path / 'o.npz')['depth'].shape[0] == 4
+    # a storage file of the bag names the bag too
+    stored = next(p for p in bag.iterdir() if p.suffix in ('.db3', '.mcap'))
+    tum = tmp_path / 'from_file.tum'
+    assert main(TINY + ['--images', str(stored), '--topic', '/cam/image_raw',
+                        '--trajectory', str(tum)]) == 0
+    assert [round(t * 1e9) for t in read_tum(tum)[0]] == BAG_STAMPS
 
 
 def _error(capsys, argv):

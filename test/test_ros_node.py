@@ -329,8 +329,8 @@ def _encoded(name, stamp_ns, h=48, w=64):
     return msg
 
 
-README_ENCODINGS = ('rgb8', 'bgr8', 'rgba8', 'bgra8', 'mono8', 'mono16', 'yuv422', 'uyvy',
-                    'yuv422_yuy2', 'yuyv', '8UC1', '8UC3', '8UC4', '16UC1', 'bayer_rggb8',
+README_ENCODINGS = ('rgb8', 'bgr8', 'rgba8', 'bgra8', 'mono8', 'yuv422', 'uyvy',
+                    'yuv422_yuy2', 'yuyv', '8UC1', '8UC3', '8UC4', 'bayer_rggb8',
                     'bayer_bggr8', 'bayer_gbrg8', 'bayer_grbg8', 'bayer_rggb16',
                     'bayer_bggr16', 'bayer_gbrg16', 'bayer_grbg16')
 

@@ -197,6 +197,10 @@ def test_stamp_gate_and_pending_reset():
     cam = cams[0]
     new, dup, back = StampVerdict.NEW, StampVerdict.DUPLICATE, StampVerdict.BACKWARD
     assert [cam.intake.admit(s) for s in (5, 6, 6, 7, 3, 4)] == [new, new, dup, new, back, new]
+    late = StampVerdict.OUT_OF_ORDER  # older by at most the window: dropped, the newest stays
+    assert [cam.intake.admit(s, 10) for s in (100, 99, 90, 100, 101, 90, 105)] == \
+        [new, late, late, dup, new, back, new]
+    assert cam.intake.last_stamp == 105
     worker.process(_frame(0, 5))
     worker.process(_frame(0, 6))
     published = len(cam.track)

@@ -48,7 +48,8 @@ class StampVerdict(Enum):
 
     NEW = 'new'
     DUPLICATE = 'duplicate'
-    BACKWARD = 'backward'
+    OUT_OF_ORDER = 'out_of_order'  # a little older than the newest: dropped
+    BACKWARD = 'backward'          # older by more than the window: a new session
 
 
 class IntakeGate:
@@ -59,11 +60,18 @@ class IntakeGate:
         self.gaps = SequenceGaps()             # the publishers' sample numbering
         self.input_hw: Optional[tuple] = None  # size of the first frame
 
-    def admit(self, stamp_ns: int) -> StampVerdict:
-        """Check a stamp against the last admitted one."""
+    def admit(self, stamp_ns: int, reorder_window_ns: int = 0) -> StampVerdict:
+        """
+        Check a stamp against the newest admitted one.
+
+        Older by at most ``reorder_window_ns`` is a frame out of order (the newest stays);
+        older by more is a source that went back in time (it becomes the newest).
+        """
         last = self.last_stamp
         if last is not None and stamp_ns == last:
             return StampVerdict.DUPLICATE
+        if last is not None and 0 < last - stamp_ns <= reorder_window_ns:
+            return StampVerdict.OUT_OF_ORDER
         self.last_stamp = stamp_ns
         if last is not None and stamp_ns < last:
             return StampVerdict.BACKWARD

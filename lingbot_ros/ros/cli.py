@@ -66,11 +66,21 @@ def process_age() -> float:
 
 
 class Phases:
-    """Where start-up time goes: named phases of configure / activate, in seconds."""
+    """
+    Where start-up time goes: named phases of configure / activate, in seconds.
+
+    Only the transitions' own time counts: :meth:`resume` at the start of a transition
+    drops the wait before it (a lifecycle manager's, or a person's between ``ros2
+    lifecycle set`` calls).
+    """
 
     def __init__(self, before: Optional[float] = None) -> None:
         self._t = time.monotonic()
         self.parts: list = [] if before is None else [('process start to node ready', before, {})]
+
+    def resume(self) -> None:
+        """Start timing again: the time since the last phase closed is no start-up time."""
+        self._t = time.monotonic()
 
     def mark(self, name: str, inner: Optional[dict] = None) -> None:
         """Close the phase that just ended; ``inner`` splits it further (seconds by name)."""
@@ -78,18 +88,22 @@ class Phases:
         self.parts.append((name, now - self._t, dict(inner or {})))
         self._t = now
 
-    def text(self, since_process_start: float) -> str:
+    def text(self) -> str:
         """
         Say e.g. '9.8 s from process start to active: parameters 0.00 s, model 7.10 s ...'.
 
-        ``since_process_start`` excludes the time spent waiting in unconfigured for a
-        lifecycle manager (reported on its own as ``waited_unconfigured``).
+        The total is the sum of the phases: from process start on the first configure
+        (less any wait in unconfigured, reported as ``waited_unconfigured``), from the
+        configure on a later one.
         """
         out = []
         for name, seconds, inner in self.parts:
             detail = ', '.join(f'{k} {v:.2f} s' for k, v in inner.items())
             out.append(f'{name} {seconds:.2f} s' + (f' ({detail})' if detail else ''))
-        return f'{since_process_start:.1f} s from process start to active: ' + '; '.join(out)
+        total = sum(seconds for _, seconds, _ in self.parts)
+        since = 'process start' if self.parts and self.parts[0][0].startswith('process') \
+            else 'configure'
+        return f'{total:.1f} s from {since} to active: ' + '; '.join(out)
 
 
 def usage() -> argparse.ArgumentParser:

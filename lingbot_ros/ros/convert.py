@@ -15,9 +15,11 @@
 """
 Camera messages to uint8 RGB arrays, with or without cv_bridge, validated once.
 
-Every raw ``sensor_msgs/Image`` goes through :func:`validate` first (known encoding,
-non-empty size, step, data length, even width/height where YUV 4:2:2 or Bayer need it);
-only a valid frame reaches a converter, whichever one it is. The package's own numpy
+Every raw ``sensor_msgs/Image`` goes through :func:`validate` first (a colour encoding,
+not depth or disparity; known encoding, non-empty size, step, data length, even
+width/height where YUV 4:2:2 or Bayer need it); only a valid frame reaches a converter,
+whichever one it is (compressed ones: :func:`compressed_to_rgb` checks the format and
+declared size first). The package's own numpy
 path converts every advertised encoding. cv_bridge, where installed and asked for, takes
 the encodings it converts to the very same pixels (:data:`CV_BRIDGE_ENCODINGS`, checked by
 the tests against the numpy reference) in the row layouts it reads right
@@ -34,6 +36,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import Enum
+import re
 import struct
 from typing import Any, Callable, Optional
 
@@ -52,6 +55,12 @@ class UnknownEncoding(ImageRejected):
     """The encoding (or compressed format) is not one we can read."""
 
     reason = Rejection.ENCODING
+
+
+class DepthImage(ImageRejected):
+    """Depth or disparity (16UC1, 32FC1 ...) where a colour image belongs: the wrong topic."""
+
+    reason = Rejection.DEPTH_IMAGE
 
 
 class BadSize(ImageRejected):
@@ -130,13 +139,17 @@ ENCODINGS: dict[str, Encoding] = {
     'rgba8': Encoding(Pixels.RGBA, 4, 1), 'bgra8': Encoding(Pixels.BGRA, 4, 1),
     '8UC3': Encoding(Pixels.BGR, 3, 1), '8UC4': Encoding(Pixels.BGRA, 4, 1),
     'mono8': Encoding(Pixels.MONO, 1, 1), '8UC1': Encoding(Pixels.MONO, 1, 1),
-    'mono16': Encoding(Pixels.MONO, 1, 2), '16UC1': Encoding(Pixels.MONO, 1, 2),
     'yuv422': Encoding(Pixels.UYVY, 2, 1), 'uyvy': Encoding(Pixels.UYVY, 2, 1),
     'yuv422_yuy2': Encoding(Pixels.YUYV, 2, 1), 'yuyv': Encoding(Pixels.YUYV, 2, 1),
     **_bayer(Pixels.BAYER_RGGB), **_bayer(Pixels.BAYER_BGGR), **_bayer(Pixels.BAYER_GBRG),
     **_bayer(Pixels.BAYER_GRBG),
 }
 SUPPORTED_ENCODINGS = tuple(sorted(ENCODINGS))
+# What depth cameras and stereo matchers publish (depth in mm or m, disparity): one channel
+# wider than a byte (16UC1, 16SC1, 32FC1, 64FC1, mono16 ...). Read as a grey picture it
+# gives the model nonsense, so it is refused as the wrong topic. A colour sensor's 16-bit
+# data is Bayer, never one of these.
+DEPTH_ENCODING = re.compile(r'^(mono16|(16|32|64)[USF]C1?)$', re.IGNORECASE)
 
 _JPEG_START = b'\xff\xd8\xff'  # start of image, then the first marker's 0xFF
 _PNG_SIGNATURE = b'\x89PNG\r\n\x1a\n'
@@ -176,7 +189,7 @@ SUPPORTED_FORMATS = tuple(c.value for c in Compression)
 # refuses ('[8UC3] is not a color format', 'Unrecognized image encoding [yuyv]'), so they
 # stay on our path (test_convert checks both sides of this list where cv_bridge exists).
 CV_BRIDGE_ENCODINGS = frozenset(
-    {'rgb8', 'bgr8', 'rgba8', 'bgra8', 'mono8', 'mono16', 'yuv422', 'yuv422_yuy2'}
+    {'rgb8', 'bgr8', 'rgba8', 'bgra8', 'mono8', 'yuv422', 'yuv422_yuy2'}
     | {name for name in ENCODINGS if name.startswith('bayer_')})
 
 _YUV_CODES = {Pixels.UYVY: cv2.COLOR_YUV2RGB_UYVY, Pixels.YUYV: cv2.COLOR_YUV2RGB_YUYV}
@@ -225,10 +238,18 @@ def _buffer(data: Any) -> np.ndarray:
         return np.asarray(data, dtype=np.uint8)
 
 
+def looks_like_depth(encoding: str) -> bool:
+    """Tell whether an encoding is one that depth or disparity images are published in."""
+    return DEPTH_ENCODING.match(encoding.strip()) is not None
+
+
 def validate(msg: Any) -> RawImage:
     """Check everything about a raw image that a converter relies on; reject otherwise."""
     name = str(msg.encoding)
     enc = ENCODINGS.get(name)
+    if looks_like_depth(name):
+        raise DepthImage(f'encoding {name!r} is depth or disparity, not a colour image: this '
+                         'looks like a depth topic; subscribe the colour image topic instead')
     if enc is None:
         raise UnknownEncoding(f'encoding {name!r} is not supported; expected one of '
                               f'{", ".join(SUPPORTED_ENCODINGS)}')
@@ -297,7 +318,9 @@ def _compression(fmt: str, buf: np.ndarray) -> Compression:
     """Tell the stream's format by its signature; the ``format`` field only explains a miss."""
     fmt = fmt.lower()
     if 'compresseddepth' in fmt.replace(' ', ''):
-        raise UnknownEncoding(f'format {fmt!r} is a depth stream, not a camera image')
+        raise DepthImage(f'format {fmt!r} is a compressed depth stream, not a colour image: '
+                         'this looks like a depth topic; subscribe the colour image topic '
+                         'instead')
     for kind in Compression:
         if kind.starts(buf):
             return kind

@@ -25,8 +25,8 @@ refusal, in our words, of a change rclpy would answer with its own.
 import difflib
 from typing import List
 
-from lingbot_ros.ros.params import (check_one, descriptor, is_number_list, ParamError, SPEC,
-                                    SPECS)
+from lingbot_ros.ros.params import (check_one, descriptor, is_number_list, ParamError, shown,
+                                    SPEC, SPECS)
 from rcl_interfaces.msg import ParameterDescriptor
 from rclpy.node import Node
 from rclpy.parameter import Parameter
@@ -50,7 +50,15 @@ def declare_all(node: Node) -> List[str]:
             except ParamError as exc:
                 errors.append(str(exc))
         elif given is not None:
-            overrides[spec.name] = widened(given)
+            # checked here, in our words: rclpy's declaration would refuse it in its own
+            # ("Trying to set parameter ... of type 'STRING'", "Invalid parameter value")
+            given = widened(given)
+            try:
+                check_one(spec.name, given.value)
+                overrides[spec.name] = given
+            except ParamError as exc:
+                errors.append(str(exc))
+                del overrides[spec.name]  # declared with its default; configure refuses
         empty_list = isinstance(value, list) and not value
         if empty_list:
             value = Parameter.Type.STRING_ARRAY  # rclpy would infer [] as a byte array
@@ -107,7 +115,7 @@ def refusal(changed: list) -> str:
         spec = SPEC.get(p.name)
         if spec is None or p.type_ == Parameter.Type.NOT_SET:
             continue  # rclpy's own (use_sim_time ...) and undeclaring: rclpy answers
-        value = list(p.value) if isinstance(p.value, (list, tuple)) else p.value
+        value = shown(p.value)
         if spec.read_only:
             return (f'{p.name}={value!r} refused: {p.name} is read-only, fixed when the node '
                     'starts (it sizes the model, the pools or the subscriptions); it takes '

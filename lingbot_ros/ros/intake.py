@@ -38,7 +38,7 @@ from lingbot_ros.ros.camera import CameraStream, StampVerdict
 from lingbot_ros.ros.convert import ImageRejected, TruncatedData
 from lingbot_ros.ros.counters import MAX_WRITERS, SequenceGaps  # noqa: F401 (re-exported)
 from lingbot_ros.ros.image_cdr import NotPlainCdr, parse_image
-from lingbot_ros.ros.params import InputTransport, QosReliability
+from lingbot_ros.ros.params import InputTransport, NodeParams, QosReliability, SPEC
 from lingbot_ros.ros.reasons import Level, Rejection
 from lingbot_ros.ros.worker import Frame
 from rclpy.callback_groups import CallbackGroup
@@ -53,11 +53,11 @@ class Intake:
     """The image callbacks of the node's cameras, and the subscriptions that call them."""
 
     def __init__(self, node: Node, converter: Callable[[], Any], queue: Callable[[], Any],
-                 report: Callable[..., None],
+                 params: Callable[[], Optional[NodeParams]], report: Callable[..., None],
                  memory_for: Callable[[CameraStream, tuple], None]) -> None:
-        """Read the node's current converter and frame queue through the callables."""
+        """Read the node's current converter, frame queue and parameters through callables."""
         self._node = node  # its logger, and the factory of the subscriptions
-        self._converter, self._queue = converter, queue
+        self._converter, self._queue, self._params = converter, queue, params
         self._report = report          # the worker sink's throttled per-camera log
         self._memory_for = memory_for  # re-estimates device memory at a camera's first frame
 
@@ -102,7 +102,18 @@ class Intake:
             return
         cam.counters.on_converted((clock_ns - stamp) / 1e6 if stamp else None,
                                   (time.monotonic() - now) * 1e3)
-        verdict = gate.admit(stamp)
+        last = gate.last_stamp
+        params = self._params()
+        window_s = params.inputs.reorder_window_s if params is not None else \
+            SPEC['reorder_window_s'].default
+        verdict = gate.admit(stamp, int(round(window_s * 1e9)))
+        if verdict == StampVerdict.OUT_OF_ORDER:
+            cam.counters.on_rejected(Rejection.OUT_OF_ORDER)
+            self._report(cam, Rejection.OUT_OF_ORDER,
+                         f'stamp {stamp} is {(last - stamp) / 1e6:.1f} ms older than the '
+                         f'newest frame: dropped as out of order (a jump back of more than '
+                         f'reorder_window_s = {window_s:g} s starts a new session)', Level.WARN)
+            return
         if verdict == StampVerdict.DUPLICATE:
             cam.counters.on_rejected(Rejection.DUPLICATE_STAMP)
             self._report(cam, Rejection.DUPLICATE_STAMP, f'duplicate stamp {stamp} rejected',
@@ -115,7 +126,8 @@ class Intake:
                 cam.counters.on_dropped(cleared)
             cam.pending_reset.set()
             self._node.get_logger().warning(
-                f'[{cam.name}] stamp jumped backwards (looped bag or restarted source): '
+                f'[{cam.name}] stamp jumped backwards by {(last - stamp) / 1e9:.3f} s, more '
+                f'than reorder_window_s = {window_s:g} s (looped bag or restarted source): '
                 "resetting this camera's session; the next frames start a new map")
         if gate.input_hw is None:  # the first frame of this camera: now its size is known
             gate.input_hw = tuple(rgb.shape[:2])

@@ -149,7 +149,7 @@ class LingbotNode(LifecycleNode):
                             lambda: self.stop.requested or not self.context.ok())
         # the image callbacks: convert, gate the stamp, enqueue for the worker
         self._intake = Intake(self, lambda: self._converter, lambda: self._queue,
-                              self._out.report, self._memory_for)
+                              lambda: self.params, self._out.report, self._memory_for)
         # every map_period while publish_map is on; cancelled while it is off (a timer that
         # only returns still wakes the executor and costs the GIL)
         map_period = self._raw('map_period')
@@ -440,6 +440,8 @@ class LingbotNode(LifecycleNode):
         info.hardware_id = engine.hardware_id
 
     def on_activate(self, state: LifecycleState) -> TransitionCallbackReturn:
+        if self._phases is not None:
+            self._phases.resume()  # the wait since configure is no start-up time
         p = self.params
         inputs = p.inputs
         if self._worker.alive and not self._worker.stop(STOP_WAIT_S):
@@ -471,7 +473,7 @@ class LingbotNode(LifecycleNode):
         phases = self._phases
         if phases is not None:  # the first activation after a configure: say where time went
             phases.mark('activate')
-            self.info.startup = phases.text(process_age() - self._waited)
+            self.info.startup = phases.text()
             self.get_logger().info(f'start-up: {self.info.startup}')
             self._phases = None
         return SUCCESS
@@ -480,6 +482,8 @@ class LingbotNode(LifecycleNode):
         self.info.state = NodeState.DEACTIVATING
         self._stop_streaming()
         self.info.state = NodeState.INACTIVE
+        self.get_logger().info('inactive: unsubscribed, worker stopped; the model stays loaded '
+                               '(activate resumes, cleanup frees it)')
         return SUCCESS
 
     def _stop_streaming(self, wait: Optional[float] = None) -> None:
@@ -514,6 +518,8 @@ class LingbotNode(LifecycleNode):
     def on_cleanup(self, state: LifecycleState) -> TransitionCallbackReturn:
         self._release()
         self.info.state = NodeState.UNCONFIGURED
+        self.get_logger().info('unconfigured: model, sessions and maps freed (configure '
+                               'loads them again)')
         return SUCCESS
 
     def _release(self, wait: Optional[float] = None) -> None:
@@ -613,8 +619,10 @@ class LingbotNode(LifecycleNode):
 
 def _is_ours(exc: BaseException) -> bool:
     """Errors of our own already say what and where in one line."""
-    from lingbot_ros.streaming.engine import EngineError
-    return isinstance(exc, (EngineError, ConfigError, ParamError))
+    # not imported here: the engine imports torch, which may be what just failed to import
+    engine = sys.modules.get('lingbot_ros.streaming.engine')
+    ours = (ConfigError, ParamError) + ((engine.EngineError,) if engine is not None else ())
+    return isinstance(exc, ours)
 
 
 def _cpu_fallback_text(torch: Any) -> str:

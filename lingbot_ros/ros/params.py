@@ -24,6 +24,7 @@ allowed, so start-up and runtime refusals read the same.
 
 from __future__ import annotations
 
+import array
 from dataclasses import dataclass, fields
 from enum import Enum
 import os
@@ -194,6 +195,11 @@ SPECS: tuple[Spec, ...] = (
          'a small file that declares a huge image (a decompression bomb) is refused at once '
          '(rejected_too_large) instead of being decoded into gigabytes.',
          low=1, high=2**31 - 1),
+    Spec('reorder_window_s', 0.5, "A frame stamped earlier than the camera's newest by at "
+         'most this many seconds is dropped and counted as out of order '
+         '(rejected_out_of_order: a driver that swapped two frames); a larger jump back (a '
+         "looped bag, a restarted driver) resets the camera's session: a new map "
+         '(stamp_resets). 0: every jump back resets.', low=0.0, high=3600.0),
     # --- frames ----------------------------------------------------------------------
     Spec('map_frame', 'lingbot_map', 'Frame of poses, path and points (with several cameras '
          "<map_frame>_<camera>). Not 'map': that is the global map of nav2 and the "
@@ -320,6 +326,7 @@ class InputParams:
     queue_size: int
     use_cv_bridge: bool
     max_input_pixels: int
+    reorder_window_s: float
     map_frame: str
     camera_frame: str
     map_convention: MapConvention
@@ -424,15 +431,20 @@ def _coerce(spec: Spec, value: Any) -> Any:
     elif isinstance(default, str):
         ok = isinstance(value, str)
     elif is_number_list(default):
-        ok = isinstance(value, (list, tuple)) and all(
+        ok = isinstance(value, (list, tuple, array.array)) and all(
             isinstance(v, (int, float)) and not isinstance(v, bool) for v in value)
         value = tuple(float(v) for v in value) if ok else value
     else:
         ok = isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value)
         value = tuple(value) if ok else value
     if not ok:
-        raise ParamError(f'{spec.name}={value!r} is invalid: expected {spec.allowed}')
+        raise ParamError(f'{spec.name}={shown(value)!r} is invalid: expected {spec.allowed}')
     return value
+
+
+def shown(value: Any) -> Any:
+    """Return a value as the YAML writes it: rclpy's tuples and array('d') as lists."""
+    return list(value) if isinstance(value, (tuple, array.array)) else value
 
 
 def is_number_list(default: Any) -> bool:
@@ -463,8 +475,7 @@ def check_one(name: str, value: Any) -> Any:
         or (spec.check is not None and not spec.check(value))
     )
     if bad:
-        shown = list(value) if isinstance(value, tuple) else value  # as the YAML wrote it
-        raise ParamError(f'{name}={shown!r} is invalid: expected {spec.allowed}')
+        raise ParamError(f'{name}={shown(value)!r} is invalid: expected {spec.allowed}')
     return value
 
 

@@ -30,11 +30,13 @@ class Rejection(Enum):
     """A frame that was received and counted, but produced no output."""
 
     ENCODING = 'encoding'                # unknown encoding or compressed format
+    DEPTH_IMAGE = 'depth_image'          # depth or disparity on the colour input
     SIZE = 'size'                        # empty, odd where even is needed, step too small
     TOO_LARGE = 'too_large'              # more pixels than max_input_pixels (header says)
     TRUNCATED = 'truncated'              # fewer bytes than the header promises
     CORRUPT = 'corrupt'                  # compressed data that does not decode
     DUPLICATE_STAMP = 'duplicate_stamp'  # the same stamp twice in a row
+    OUT_OF_ORDER = 'out_of_order'        # older than the newest, within reorder_window_s
     SIZE_CHANGE = 'size_change'          # a different size than the running session's
     OUT_OF_MEMORY = 'out_of_memory'      # device out-of-memory inside the step
     NAN_OUTPUT = 'nan_output'            # the model returned a non-finite pose

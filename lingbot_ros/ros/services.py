@@ -26,10 +26,10 @@ from __future__ import annotations
 from datetime import datetime
 from pathlib import Path
 import threading
-from typing import Any, Optional, TYPE_CHECKING
+from typing import Any, Callable, List, Optional, Sequence, Tuple, TYPE_CHECKING
 
 from lingbot_ros.ros.camera import CameraStream
-from lingbot_ros.ros.map_thread import save_colmap
+from lingbot_ros.ros.map_thread import MapThread, save_colmap
 from lingbot_ros.streaming.ply import write_ply
 from lingbot_ros.streaming.trajectory import write_npz, write_tum
 import numpy as np
@@ -110,24 +110,9 @@ class Services:
             response.success, response.message = False, 'not configured: no trajectory'
             return response
         folder = Path(node.params.trajectory_dir)
-        written, empty = [], []
         try:
-            folder.mkdir(parents=True, exist_ok=True)
-            when = _now_text()
-            for cam in node.cameras:
-                track = _trajectory(cam)
-                if track is None:
-                    empty.append(cam.name)
-                    continue
-                stamps, poses = track
-                base = _fresh(folder / f'{cam.name}_{when}', ('.tum', '.npz'))
-                write_tum(base.with_suffix('.tum'), stamps * 1e-9, poses)
-                map_frame, child, _ = node._frames(cam)
-                write_npz(base.with_suffix('.npz'), {
-                    'stamps_ns': stamps, 'poses': poses,
-                    'map_frame': np.array(map_frame), 'camera_frame': np.array(child),
-                    'map_convention': np.array(node.params.inputs.map_convention.value)})
-                written += [str(base.with_suffix('.tum')), str(base.with_suffix('.npz'))]
+            written, empty = save_trajectories(
+                folder, node.cameras, node._frames, node.params.inputs.map_convention.value)
         except OSError as exc:
             response.success, response.message = False, f'cannot write to {folder}: {exc}'
             return response
@@ -146,23 +131,8 @@ class Services:
             return response
         maps.drain(SAVE_DRAIN_S)  # keyframes already handed over belong in the file
         folder = Path(params.trajectory_dir)
-        written, empty = [], []
         try:
-            folder.mkdir(parents=True, exist_ok=True)
-            when = _now_text()
-            for cam in node.cameras:
-                points, _ = maps.snapshot(cam.index)
-                if points.xyz.shape[0] == 0:
-                    empty.append(cam.name)
-                    continue
-                base = _fresh(folder / f'{cam.name}_{when}', ('.tum', '_map.ply'))
-                ply = base.with_name(base.name + '_map.ply')
-                write_ply(ply, points.xyz, points.rgb, points.confidence)
-                written.append(str(ply))
-                track = _trajectory(cam)
-                if track is not None:
-                    write_tum(base.with_suffix('.tum'), track[0] * 1e-9, track[1])
-                    written.append(str(base.with_suffix('.tum')))
+            written, empty = save_maps(folder, node.cameras, maps)
         except OSError as exc:
             response.success, response.message = False, f'cannot write to {folder}: {exc}'
             return response
@@ -199,6 +169,62 @@ def _trajectory(cam: CameraStream) -> Optional[tuple]:
         return None
     return (np.array([s for s, _ in records], dtype=np.int64),
             np.stack([p for _, p in records]))
+
+
+def save_trajectories(folder: Path, cameras: Sequence[CameraStream],
+                      frames: Callable[[CameraStream], tuple],
+                      convention: str) -> Tuple[List[str], List[str]]:
+    """
+    Write each camera's published poses as ``<camera>_<time>.tum`` and ``.npz``.
+
+    ``frames(camera)`` names its (map frame, tracked frame, ...). Returns (files written,
+    cameras without a pose yet). Each file appears whole or not at all; never overwrites.
+    """
+    written, empty = [], []
+    folder.mkdir(parents=True, exist_ok=True)
+    when = _now_text()
+    for cam in cameras:
+        track = _trajectory(cam)
+        if track is None:
+            empty.append(cam.name)
+            continue
+        stamps, poses = track
+        base = _fresh(folder / f'{cam.name}_{when}', ('.tum', '.npz'))
+        write_tum(base.with_suffix('.tum'), stamps * 1e-9, poses)
+        map_frame, child = frames(cam)[:2]
+        write_npz(base.with_suffix('.npz'), {
+            'stamps_ns': stamps, 'poses': poses,
+            'map_frame': np.array(map_frame), 'camera_frame': np.array(child),
+            'map_convention': np.array(convention)})
+        written += [str(base.with_suffix('.tum')), str(base.with_suffix('.npz'))]
+    return written, empty
+
+
+def save_maps(folder: Path, cameras: Sequence[CameraStream],
+              maps: MapThread) -> Tuple[List[str], List[str]]:
+    """
+    Write each camera's map as ``<camera>_<time>_map.ply`` and its poses as ``.tum``.
+
+    Returns (files written, cameras without a map point yet). Each file appears whole or
+    not at all; never overwrites.
+    """
+    written, empty = [], []
+    folder.mkdir(parents=True, exist_ok=True)
+    when = _now_text()
+    for cam in cameras:
+        points, _ = maps.snapshot(cam.index)
+        if points.xyz.shape[0] == 0:
+            empty.append(cam.name)
+            continue
+        base = _fresh(folder / f'{cam.name}_{when}', ('.tum', '_map.ply'))
+        ply = base.with_name(base.name + '_map.ply')
+        write_ply(ply, points.xyz, points.rgb, points.confidence)
+        written.append(str(ply))
+        track = _trajectory(cam)
+        if track is not None:
+            write_tum(base.with_suffix('.tum'), track[0] * 1e-9, track[1])
+            written.append(str(base.with_suffix('.tum')))
+    return written, empty
 
 
 def _now_text() -> str:

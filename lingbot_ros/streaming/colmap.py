@@ -44,13 +44,12 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass
-import os
 from pathlib import Path
-import shutil
 import struct
 from typing import Deque, Iterable, Optional, Sequence, Union
 
 import cv2
+from lingbot_ros.streaming.atomic import atomic_folder
 from lingbot_ros.streaming.map_cloud import MapPoints
 from lingbot_ros.streaming.result import FrameResult
 from lingbot_ros.streaming.trajectory import invert_rigid, matrix_to_quat
@@ -59,6 +58,7 @@ import numpy as np
 PathLike = Union[str, Path]
 PINHOLE_ID = 1  # COLMAP's camera model id of PINHOLE (fx, fy, cx, cy)
 JPEG_QUALITY = 90
+MODEL_ENTRIES = ('images', 'sparse')  # what a model folder holds (and may be replaced)
 _POINT_BIN = np.dtype([('id', '<u8'), ('xyz', '<f8', 3), ('rgb', 'u1', 3), ('error', '<f8'),
                        ('track', '<u8')])
 
@@ -178,10 +178,13 @@ def world_to_camera(pose_c2w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 def write_colmap(folder: PathLike, images: Sequence[KeyframeImage],
                  points: MapPoints) -> ColmapSummary:
     """
-    Write ``images`` and ``points`` as a COLMAP model under ``folder`` (see the module doc).
+    Write ``images`` and ``points`` as a COLMAP model in ``folder`` (see the module doc).
 
-    ``folder`` may exist; what this function writes in it is replaced whole (the model
-    is built beside it and renamed in), so a reader never sees a half-written model.
+    The model is built in a temporary folder beside ``folder`` and renamed onto it, so
+    ``folder`` holds a whole model or none (:func:`~lingbot_ros.streaming.atomic.
+    atomic_folder`). A ``folder`` that exists is replaced if it holds a model (only
+    ``images`` and ``sparse``) or nothing; one holding anything else is refused, never
+    deleted.
     """
     if not images:
         raise ValueError('no keyframe images to write: a COLMAP model needs at least one')
@@ -189,24 +192,27 @@ def write_colmap(folder: PathLike, images: Sequence[KeyframeImage],
     if len(set(names)) != len(names):
         raise ValueError('keyframe image names are not distinct')
     folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
-    partial = folder / '.partial'
-    shutil.rmtree(partial, ignore_errors=True)
-    (partial / 'images').mkdir(parents=True)
-    sparse = partial / 'sparse' / '0'
-    sparse.mkdir(parents=True)
-    for image in images:
-        (partial / 'images' / image.name).write_bytes(image.jpeg)
+    if folder.is_dir():
+        other = sorted(p.name for p in folder.iterdir() if p.name not in MODEL_ENTRIES)
+        if other:
+            raise ValueError(f'{folder} exists and holds more than a COLMAP model '
+                             f'({", ".join(other[:5])}{" ..." if len(other) > 5 else ""}): '
+                             'choose a new folder')
+    elif folder.exists():
+        raise ValueError(f'{folder} exists and is not a folder: choose a new folder')
+    folder.parent.mkdir(parents=True, exist_ok=True)
     xyz = np.asarray(points.xyz, dtype=np.float64).reshape(-1, 3)
     rgb = np.asarray(points.rgb, dtype=np.uint8).reshape(-1, 3)
     errors = point_errors(points.confidence)
-    _write_cameras(sparse, images)
-    _write_images(sparse, images)
-    _write_points(sparse, xyz, rgb, errors)
-    for name in ('images', 'sparse'):
-        shutil.rmtree(folder / name, ignore_errors=True)
-        os.replace(partial / name, folder / name)
-    partial.rmdir()
+    with atomic_folder(folder) as partial:
+        (partial / 'images').mkdir()
+        for image in images:
+            (partial / 'images' / image.name).write_bytes(image.jpeg)
+        sparse = partial / 'sparse' / '0'
+        sparse.mkdir(parents=True)
+        _write_cameras(sparse, images)
+        _write_images(sparse, images)
+        _write_points(sparse, xyz, rgb, errors)
     return ColmapSummary(folder, len(images), len(xyz))
 
 

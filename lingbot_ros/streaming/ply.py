@@ -24,10 +24,10 @@ layout is fixed: binary little-endian, one ``vertex`` element with ``float x, y,
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Union
 
+from lingbot_ros.streaming.atomic import atomic_file
 import numpy as np
 
 PathLike = Union[str, Path]
@@ -57,8 +57,8 @@ def write_ply(path: PathLike, xyz: np.ndarray, rgb: np.ndarray, confidence: np.n
     Write points as binary little-endian PLY; return the number written.
 
     ``xyz [N, 3]`` (stored float32), ``rgb [N, 3]`` uint8, ``confidence [N]`` (float32).
-    The file is written beside ``path`` and renamed over it, so a reader never sees a
-    half-written map.
+    Written whole or not at all (:func:`~lingbot_ros.streaming.atomic.atomic_file`): a
+    reader, or a save killed midway, never leaves a half-written map under ``path``.
     """
     xyz = np.asarray(xyz)
     n = xyz.shape[0] if xyz.ndim == 2 else -1
@@ -72,11 +72,9 @@ def write_ply(path: PathLike, xyz: np.ndarray, rgb: np.ndarray, confidence: np.n
     vertices['x'], vertices['y'], vertices['z'] = xyz[:, 0], xyz[:, 1], xyz[:, 2]
     vertices['red'], vertices['green'], vertices['blue'] = rgb[:, 0], rgb[:, 1], rgb[:, 2]
     vertices['confidence'] = confidence
-    path = Path(path)
-    partial = path.with_name(path.name + '.partial')
-    with open(partial, 'wb') as fh:
-        fh.write(_header(n) + vertices.tobytes())
-    os.replace(partial, path)
+    with atomic_file(path) as fh:
+        fh.write(_header(n))
+        fh.write(vertices.tobytes())
     return n
 
 

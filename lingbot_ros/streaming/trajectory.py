@@ -31,6 +31,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Iterable, Mapping, Optional, Sequence, Union
 
+from lingbot_ros.streaming.atomic import atomic_file
 import numpy as np
 
 PathLike = Union[str, Path]
@@ -188,14 +189,16 @@ def write_tum(path: PathLike, stamps_s: Iterable[float], poses_c2w: Iterable[np.
     """
     Write ``stamp tx ty tz qx qy qz qw`` lines (TUM RGB-D format); return the count.
 
-    Stamps are seconds; poses camera-to-world ``[4, 4]`` (or ``[3, 4]``).
+    Stamps are seconds; poses camera-to-world ``[4, 4]`` (or ``[3, 4]``). Written whole
+    or not at all.
     """
     lines = []
     for stamp, c2w in zip(stamps_s, poses_c2w):
         c2w = np.asarray(c2w, dtype=np.float64)
         values = [*c2w[:3, 3], *matrix_to_quat(c2w[:3, :3])]
         lines.append(f'{float(stamp):.9f} ' + ' '.join(f'{v:.9g}' for v in values))
-    Path(path).write_text('\n'.join(lines) + ('\n' if lines else ''))
+    with atomic_file(path) as fh:
+        fh.write(('\n'.join(lines) + ('\n' if lines else '')).encode('ascii'))
     return len(lines)
 
 
@@ -211,6 +214,6 @@ def read_tum(path: PathLike) -> tuple[np.ndarray, np.ndarray]:
 
 
 def write_npz(path: PathLike, arrays: Mapping[str, np.ndarray]) -> None:
-    """Write named arrays as an uncompressed ``.npz`` (the fixtures' format)."""
-    with open(path, 'wb') as fh:
+    """Write named arrays as an uncompressed ``.npz`` (the fixtures' format), whole."""
+    with atomic_file(path) as fh:
         np.savez(fh, **{k: np.asarray(v) for k, v in arrays.items()})

@@ -344,8 +344,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if 'drift_vs_float32' in results:
         print('drift vs float32:', results['drift_vs_float32'])
     if args.out is not None:
+        from lingbot_ros.streaming.atomic import atomic_file
         args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps(results, indent=2, default=str))
+        with atomic_file(args.out) as fh:
+            fh.write(json.dumps(results, indent=2, default=str).encode())
     return 0
 
 

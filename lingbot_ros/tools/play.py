@@ -17,9 +17,11 @@
 
 Frames go out as sensor_msgs/Image (or CompressedImage) at a given rate.
 
-Bags are read with ``rosbags`` (no ROS installation needed); their Image or
-CompressedImage messages are decoded with the node's own converter and republished.
-Stamps are the wall clock at publish time unless ``--source-stamps`` keeps the bag's.
+Bags (:mod:`~lingbot_ros.tools.bag`: rosbag2 folders, sqlite3 or mcap) are read with
+``rosbags`` (no ROS installation needed); their Image or CompressedImage messages are
+decoded with the node's own converter and republished with their own ``frame_id`` and
+header stamps (``--restamp``: the clock at publish time; ``--frame-id`` overrides). Other
+sources are stamped with the clock at publish time.
 
 The rate holds from the first message: the schedule starts when it goes out, each frame
 is decoded before its slot, and a source that falls behind moves the schedule instead of
@@ -39,6 +41,7 @@ from typing import Any, Callable, Iterable, Iterator, Optional
 import cv2
 import numpy as np
 
+DEFAULT_FRAME_ID = 'camera_optical_frame'  # of sources without one (folders, videos, scene)
 IMAGE_EXTENSIONS = ('.png', '.jpg', '.jpeg', '.bmp', '.ppm', '.pgm', '.tif', '.tiff')
 VIDEO_EXTENSIONS = ('.mp4', '.avi', '.mkv', '.mov', '.webm', '.mjpeg')
 
@@ -86,7 +89,7 @@ def read_image(path: Path) -> np.ndarray:
 
 
 def folder_frames(folder: Path) -> Iterator[tuple]:
-    """Yield (rgb, stamp_ns or None) for the images of a folder in name order."""
+    """Yield (rgb, None, None) for the images of a folder in name order (no stamps)."""
     files = sorted(p for p in folder.iterdir() if p.suffix.lower() in IMAGE_EXTENSIONS)
     if not files:
         raise SystemExit(f'{folder}: no images ({", ".join(IMAGE_EXTENSIONS)})')
@@ -96,7 +99,7 @@ def folder_frames(folder: Path) -> Iterator[tuple]:
         except UnreadableImage as exc:
             print(f'skipping {path}: {exc}', file=sys.stderr, flush=True)
             continue
-        yield rgb, None
+        yield rgb, None, None
 
 
 def video_frames(path: Path) -> Iterator[tuple]:
@@ -108,54 +111,42 @@ def video_frames(path: Path) -> Iterator[tuple]:
             ok, bgr = cap.read()
             if not ok:
                 return
-            yield bgr[..., ::-1], None
+            yield bgr[..., ::-1], None, None
     finally:
         cap.release()
 
 
 def bag_frames(path: Path, topic: Optional[str]) -> Iterator[tuple]:
-    """Yield (rgb, stamp_ns) from Image / CompressedImage messages of a ROS 2 bag."""
-    from lingbot_ros.ros.convert import compressed_to_rgb, image_to_rgb, ImageRejected
-    from rosbags.highlevel import AnyReader
-    kinds = ('sensor_msgs/msg/Image', 'sensor_msgs/msg/CompressedImage')
-    with AnyReader([path]) as reader:
-        conns = [c for c in reader.connections if c.msgtype in kinds
-                 and (topic is None or c.topic == topic)]
-        if not conns:
-            found = sorted({f'{c.topic} ({c.msgtype})' for c in reader.connections})
-            raise SystemExit(f'{path}: no image topic{" " + topic if topic else ""}; '
-                             f'topics: {", ".join(found) or "none"}')
-        if topic is None and len({c.topic for c in conns}) > 1:
-            raise SystemExit(f'{path}: several image topics, pick one with --bag-topic: '
-                             + ', '.join(sorted({c.topic for c in conns})))
-        for conn, _, raw in reader.messages(connections=conns):
-            msg = reader.deserialize(raw, conn.msgtype)
-            try:
-                rgb = (compressed_to_rgb(msg) if conn.msgtype.endswith('CompressedImage')
-                       else image_to_rgb(msg))
-            except ImageRejected as exc:
-                print(f'skipping a message: {exc}', file=sys.stderr)
-                continue
-            yield rgb, int(msg.header.stamp.sec) * 10**9 + int(msg.header.stamp.nanosec)
+    """Yield (rgb, header stamp_ns, frame_id) from the Image / CompressedImage of a bag."""
+    from lingbot_ros.tools.bag import BagError, frames
+    try:
+        for frame in frames(path, topic, skipped=lambda why: print(
+                f'skipping {why}', file=sys.stderr, flush=True), flag='--bag-topic'):
+            yield frame.rgb, frame.stamp_ns, frame.frame_id
+    except BagError as exc:
+        raise SystemExit(str(exc)) from exc
 
 
 def scene_frames(count: int, width: int, height: int) -> Iterator[tuple]:
     from lingbot_ros.tools import scene
     for frame in scene.frames(count, width, height):
-        yield frame.image, None
+        yield frame.image, None, None
 
 
 def _source(args: argparse.Namespace, count: int) -> Iterator[tuple]:
+    """Yield (rgb, stamp_ns or None, frame_id or None): only a bag has stamps and frames."""
+    from lingbot_ros.tools.bag import bag_folder, BagError
     if args.source == 'scene':
         return scene_frames(count, args.width, args.height)
     path = Path(args.source)
-    if path.is_dir() and ((path / 'metadata.yaml').exists()
-                          or any(path.glob('*.db3')) or any(path.glob('*.mcap'))):
-        return bag_frames(path, args.bag_topic)
+    try:
+        folder = bag_folder(path)
+    except BagError as exc:
+        raise SystemExit(str(exc)) from exc
+    if folder is not None:
+        return bag_frames(folder, args.bag_topic)
     if path.is_dir():
         return folder_frames(path)
-    if path.suffix in ('.db3', '.mcap'):
-        return bag_frames(path.parent, args.bag_topic)
     if path.suffix.lower() in VIDEO_EXTENSIONS or path.is_file():
         return video_frames(path)
     raise SystemExit(f'{path}: not a folder, video or bag')
@@ -253,10 +244,15 @@ def parse_args(argv: Optional[list] = None) -> argparse.Namespace:
     p.add_argument('--encoding', default='rgb8', choices=('rgb8', 'bgr8', 'jpeg', 'png'),
                    help='raw encoding, or jpeg/png to publish CompressedImage on '
                         '<topic>/compressed')
-    p.add_argument('--frame-id', default='camera_optical_frame', help='header.frame_id')
-    p.add_argument('--bag-topic', default=None, help='image topic inside the bag')
-    p.add_argument('--source-stamps', action='store_true',
-                   help="keep the bag's stamps (a loop then jumps back, as a looped bag does)")
+    p.add_argument('--frame-id', default=None,
+                   help="header.frame_id (default: a bag's own, else "
+                        f'{DEFAULT_FRAME_ID})')
+    p.add_argument('--bag-topic', default=None,
+                   help='image topic inside the bag (needed when it has several)')
+    p.add_argument('--restamp', action='store_true',
+                   help="stamp a bag's frames with the clock at publish time instead of "
+                        'their own header stamps (kept by default: a loop then jumps back, '
+                        'as a looped bag does)')
     p.add_argument('--width', type=int, default=320, help='scene width (scene only)')
     p.add_argument('--height', type=int, default=240, help='scene height (scene only)')
     p.add_argument('--wait', type=float, default=10.0,
@@ -298,15 +294,16 @@ def main(argv: Optional[list] = None) -> int:
         sent = 0
 
         def prepared() -> Iterator[tuple]:
-            for rgb, stamp in _source(args, scene_count):
+            for rgb, stamp, frame_id in _source(args, scene_count):
                 if args.size is not None and rgb.shape[1::-1] != args.size:
                     rgb = cv2.resize(rgb, args.size, interpolation=cv2.INTER_LINEAR)
-                yield _to_msg(rgb, args.frame_id, args.encoding), rgb.shape, stamp
+                frame_id = args.frame_id or frame_id or DEFAULT_FRAME_ID
+                yield _to_msg(rgb, frame_id, args.encoding), rgb.shape, stamp
 
         def send(item: tuple) -> None:
             nonlocal sent
             msg, shape, stamp = item
-            if not (args.source_stamps and stamp is not None):
+            if args.restamp or stamp is None:
                 stamp = time.time_ns()
             msg.header.stamp = stamp_msg(stamp)
             pub.publish(msg)

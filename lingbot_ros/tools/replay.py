@@ -15,8 +15,10 @@
 """
 ``lingbot-ros-replay``: run the streaming model offline over images; write npz / TUM / PLY.
 
-INPUT is a ``.npy`` stack ``[S, 3, H, W]`` in [0, 1] (used as is), a folder of images or
-a video file (both preprocessed as the reference does). A model config with an
+INPUT is a ``.npy`` stack ``[S, 3, H, W]`` in [0, 1] (used as is), a folder of images, a
+video file or a ROS 2 bag folder (sqlite3 or mcap; Image or CompressedImage, ``--topic``
+where it has several), all preprocessed as the reference does. A bag's header stamps
+become the trajectory's; the others are stamped ``index / --fps``. A model config with an
 ``inference`` block (a parity fixture's ``config.json``) also sets the streaming
 arguments, so a fixture's config, weights and images reproduce its ``outputs.npz``;
 flags override. OUT.npz holds the fixtures' array names: note that ``extrinsic_w2c`` is
@@ -64,7 +66,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help='.safetensors/.pt file or hf://<owner>/<repo>[@<revision>]/<file> '
                    '(default: random)')
     p.add_argument('--images', metavar='INPUT', required=True,
-                   help='.npy [S,3,H,W] in [0,1], a folder of images, or a video file')
+                   help='.npy [S,3,H,W] in [0,1], a folder of images, a video file, or a ROS '
+                   '2 bag folder (sqlite3 or mcap; its header stamps are kept)')
+    p.add_argument('--topic', default=None,
+                   help='image topic of the bag (needed when it has several)')
     p.add_argument('--out', metavar='OUT.npz', help='write the fixture-format arrays here')
     p.add_argument('--trajectory', metavar='FILE.tum',
                    help='write camera-to-world poses in TUM format')
@@ -94,7 +99,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument('--image-size', type=int, default=518,
                    help='model-grid width for folders and videos (default 518)')
     p.add_argument('--fps', type=float, default=10.0,
-                   help='video sampling rate and trajectory time base (default 10)')
+                   help='video sampling rate and trajectory time base (default 10; a bag '
+                   'has its own stamps)')
     p.add_argument('--device', default='auto', help="'auto', 'cpu', 'cuda' or 'cuda:N'")
     p.add_argument('--dtype', choices=DTYPES, default='float32')
     p.add_argument('--attention-backend', choices=BACKENDS, default='auto')
@@ -165,11 +171,18 @@ def map_config(args: argparse.Namespace) -> MapCloudConfig:
         raise ConfigError(f'{exc} (flags --map-voxel-size, --map-max-points)') from exc
 
 
-def load_input(path: str, image_size: int, patch_size: int, fps: float) -> Any:
-    """Return ``float32 [S, 3, H, W]`` in [0, 1] from a .npy, a folder or a video."""
+def load_input(path: str, image_size: int, patch_size: int, fps: float,
+               topic: Optional[str] = None) -> tuple:
+    """
+    Return (``float32 [S, 3, H, W]`` in [0, 1], stamps in ns or None) of the input.
+
+    A .npy is used as is; a folder of images, a video or a ROS 2 bag is preprocessed as
+    the reference does. Only a bag has stamps of its own (its images' header stamps).
+    """
     import torch
 
     from lingbot_ros.streaming import preprocess
+    from lingbot_ros.tools import bag
     src = Path(path)
     if not src.exists():
         raise ReplayError(f'{src}: no such file or folder')
@@ -182,23 +195,47 @@ def load_input(path: str, image_size: int, patch_size: int, fps: float) -> Any:
             raise ReplayError(f'{src}: shape {arr.shape} is invalid: expected [S, 3, H, W]')
         if not np.issubdtype(arr.dtype, np.floating):
             raise ReplayError(f'{src}: dtype {arr.dtype} is invalid: expected floats in [0, 1]')
-        return torch.from_numpy(np.ascontiguousarray(arr, dtype=np.float32))
+        return torch.from_numpy(np.ascontiguousarray(arr, dtype=np.float32)), None
     try:
+        if bag.bag_folder(src) is not None:
+            return _load_bag(src, topic, image_size, patch_size)
         if src.is_dir():
             files = preprocess.list_images(src)
-            return preprocess.load_images(files, image_size, patch_size)
+            return preprocess.load_images(files, image_size, patch_size), None
         if src.suffix.lower() in VIDEO_SUFFIXES:
-            return preprocess.load_video(src, fps, image_size, patch_size)
-        return preprocess.load_images([src], image_size, patch_size)
-    except (OSError, ValueError) as exc:
+            return preprocess.load_video(src, fps, image_size, patch_size), None
+        return preprocess.load_images([src], image_size, patch_size), None
+    except (OSError, ValueError) as exc:  # BagError is a ValueError
         raise ReplayError(str(exc)) from exc
+
+
+def _load_bag(src: Path, topic: Optional[str], image_size: int, patch_size: int) -> tuple:
+    """Preprocess a bag's images as a video's frames are; keep their header stamps."""
+    import torch
+
+    from lingbot_ros.streaming.preprocess import preprocess_frame, ResizeMethod
+    from lingbot_ros.tools import bag
+    images, stamps = [], []
+    for frame in bag.frames(src, topic, skipped=lambda why: print(
+            f'lingbot-ros-replay: skipping {why}', file=sys.stderr)):
+        image = preprocess_frame(frame.rgb, 'cpu', image_size, patch_size,
+                                 method=ResizeMethod.PIL)[0]
+        if images and image.shape != images[0].shape:
+            raise ReplayError(f'{src}: the image at stamp {frame.stamp_ns} is '
+                              f'{frame.rgb.shape[1]}x{frame.rgb.shape[0]}, the first was '
+                              'another size: replay one camera size at a time')
+        images.append(image)
+        stamps.append(frame.stamp_ns)
+    if not images:
+        raise ReplayError(f'{src}: no usable image in the bag')
+    return torch.stack(images), stamps
 
 
 def run(args: argparse.Namespace) -> dict:
     """Load, run and write; return a short summary (frames, keyframes, windows)."""
-    from lingbot_ros.streaming.colmap import KeyframeStore
+    from lingbot_ros.streaming.atomic import atomic_file
+    from lingbot_ros.streaming.colmap import KeyframeStore, write_colmap
     from lingbot_ros.streaming.engine import Engine, EngineError
-    from lingbot_ros.streaming.colmap import write_colmap
     from lingbot_ros.streaming.ply import write_ply
     from lingbot_ros.streaming.trajectory import write_npz, write_tum
 
@@ -216,9 +253,10 @@ def run(args: argparse.Namespace) -> dict:
         engine = Engine.load(engine_cfg)
     except (ConfigError, EngineError) as exc:
         raise ReplayError(str(exc)) from exc
-    images = load_input(args.images, stream_cfg.image_size, engine.model_config.patch_size,
-                        args.fps)
-    stamps = [int(round(i * 1e9 / args.fps)) for i in range(images.shape[0])]
+    images, stamps = load_input(args.images, stream_cfg.image_size,
+                                engine.model_config.patch_size, args.fps, args.topic)
+    if stamps is None:
+        stamps = [int(round(i * 1e9 / args.fps)) for i in range(images.shape[0])]
     session = engine.new_session('replay', stream_cfg)
     bar = _progress(images.shape[0], args.quiet)
     try:
@@ -236,7 +274,8 @@ def run(args: argparse.Namespace) -> dict:
                       [r.pose_c2w for r in out.results])
         if args.kv_stats:
             steps = [call.as_record() for call in out.kv_stats]
-            Path(args.kv_stats).write_text(json.dumps({'steps': steps}, indent=1))
+            with atomic_file(args.kv_stats) as fh:
+                fh.write(json.dumps({'steps': steps}, indent=1).encode())
         restarts = 0
         if cloud is not None:
             restarts = _build_map(out.results, cloud, store)

@@ -150,13 +150,22 @@ def frames(n: int, width: int = 320, height: int = 240, seed: int = 7) -> Iterat
 
 
 def write(folder: Path, n: int, width: int = 320, height: int = 240, seed: int = 7) -> Path:
-    """Render to ``folder``: frame_00000.png ... and groundtruth.tum (TUM, seconds = index)."""
+    """
+    Render to ``folder``: frame_00000.png ... and groundtruth.tum (TUM, seconds = index).
+
+    The folder appears whole once every frame is in (an existing one must be empty).
+    """
+    from lingbot_ros.streaming.atomic import atomic_folder
     from lingbot_ros.streaming.trajectory import write_tum
     folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
+    if folder.exists() and (not folder.is_dir() or any(folder.iterdir())):
+        raise FileExistsError(f'{folder} exists and is not an empty folder')
+    folder.parent.mkdir(parents=True, exist_ok=True)
     poses = []
-    for f in frames(n, width, height, seed):
-        cv2.imwrite(str(folder / f'frame_{f.index:05d}.png'), f.image[..., ::-1])
-        poses.append(f.pose_c2w)
-    write_tum(folder / 'groundtruth.tum', [float(i) for i in range(n)], poses)
+    with atomic_folder(folder) as partial:
+        for f in frames(n, width, height, seed):
+            if not cv2.imwrite(str(partial / f'frame_{f.index:05d}.png'), f.image[..., ::-1]):
+                raise OSError(f'cannot write frame {f.index} into {partial}')
+            poses.append(f.pose_c2w)
+        write_tum(partial / 'groundtruth.tum', [float(i) for i in range(n)], poses)
     return folder
