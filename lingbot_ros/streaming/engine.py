@@ -33,16 +33,16 @@ from lingbot_ros.model.config import ConfigError, ModelConfig
 from lingbot_ros.model.graphs import GraphedStep, stageable, StagingRefused
 from lingbot_ros.model.hub import HubError, resolve_checkpoint, ResolvedCheckpoint
 from lingbot_ros.streaming.caches import CacheFactory, paged_cache_factory
-from lingbot_ros.streaming.config import (EngineConfig, HeadDtype, KvCacheDtype,
-                                          StreamConfig, WeightsDtype)
+from lingbot_ros.streaming.config import EngineConfig, StreamConfig
 from lingbot_ros.streaming.device_memory import DeviceMemory, read_device_memory
+from lingbot_ros.streaming.dtypes import (camera_kv_dtype, dtype_name, DTYPES,
+                                          head_storage_dtype, heads_autocast, kv_storage_dtype)
 from lingbot_ros.streaming.session import Prepared, Session, SessionContext
 import numpy as np
 import torch
 
 KERNEL_BUILD_S = 82.0  # FlashInfer's first build on an H200 (device/README.md, 2026-12-01)
 KERNEL_LOAD_S = 10.0   # longer than this, the warm-up compiled (loading took 0.2-1.7 s)
-_DTYPES = {'float32': torch.float32, 'bfloat16': torch.bfloat16, 'float16': torch.float16}
 
 
 def allocator_settings(text: str) -> bool:
@@ -67,36 +67,6 @@ def use_expandable_segments() -> bool:
     there instead).
     """
     return allocator_settings('expandable_segments:True')
-
-
-def kv_storage_dtype(cfg: EngineConfig) -> torch.dtype:
-    """Return the aggregator cache's storage dtype: the compute dtype, or float8 e4m3."""
-    if cfg.kv_cache_dtype == KvCacheDtype.FLOAT8_E4M3:
-        return torch.float8_e4m3fn
-    return _DTYPES[cfg.dtype]
-
-
-def head_storage_dtype(cfg: EngineConfig) -> torch.dtype:
-    """
-    Return the dtype float32-computing heads keep their weights in.
-
-    Heads under autocast (:func:`heads_autocast`) keep theirs as the aggregator does
-    (linear and convolution weights in ``dtype``, the rest float32) instead.
-    """
-    return _DTYPES[cfg.dtype] if cfg.weights_dtype == WeightsDtype.COMPUTE else torch.float32
-
-
-def heads_autocast(cfg: EngineConfig) -> Optional[torch.dtype]:
-    """Return the dtype the heads compute in under autocast; None: float32, autocast off."""
-    compute = _DTYPES[cfg.dtype]
-    if compute == torch.float32 or cfg.head_dtype is HeadDtype.FLOAT32:
-        return None
-    return torch.float16 if cfg.head_dtype is HeadDtype.FLOAT16 else compute
-
-
-def camera_kv_dtype(cfg: EngineConfig) -> torch.dtype:
-    """Return the camera head cache's storage dtype: what the head's attention runs in."""
-    return heads_autocast(cfg) or torch.float32
 
 
 class EngineError(RuntimeError):
@@ -172,7 +142,7 @@ def prepare_kernels(cfg: EngineConfig,
         raise EngineError(str(exc)) from exc
     t0 = time.monotonic()
     backend, reason = _resolve_backend(cfg.attention_backend, _resolve_device(cfg.device),
-                                       _DTYPES[cfg.dtype], model_cfg, kv_storage_dtype(cfg),
+                                       DTYPES[cfg.dtype], model_cfg, kv_storage_dtype(cfg),
                                        progress)
     return backend, reason, time.monotonic() - t0
 
@@ -254,7 +224,7 @@ class Engine:
         device = _resolve_device(cfg.device)
         if device.type == 'cuda' and cfg.expandable_segments:
             use_expandable_segments()  # before the first weight is allocated
-        dtype = _DTYPES[cfg.dtype]
+        dtype = DTYPES[cfg.dtype]
         kv_dtype = kv_storage_dtype(cfg)
         phases, t = {}, time.monotonic()
         backend, backend_reason = _resolve_backend(cfg.attention_backend, device, dtype,
@@ -321,7 +291,7 @@ class Engine:
         """
         from lingbot_ros.streaming.memory import estimate
         cfg = self.config or EngineConfig(device=str(self.device),
-                                          dtype=_dtype_name(self.dtype))
+                                          dtype=dtype_name(self.dtype))
         cfg = cfg.replace(cuda_graphs=self.runner.cuda_graphs)
         return estimate(cfg, stream_cfg, input_hw, cameras, model_config=self.model_config,
                         backend=self.backend, device_type=self.device.type)
@@ -371,10 +341,6 @@ class Engine:
                                         graphed=self._graphed_resize)
         return Prepared(image=tensor, model_to_input=model_to_input_matrix(plan),
                         input_hw=tuple(image_rgb.shape[:2]))
-
-
-def _dtype_name(dtype: torch.dtype) -> str:
-    return next(name for name, value in _DTYPES.items() if value == dtype)
 
 
 def model_to_input_matrix(plan: Any) -> np.ndarray:

@@ -46,7 +46,7 @@ from lingbot_ros.cache.layout import aggregator_layout, camera_head_layout, Stre
 from lingbot_ros.model.checkpoint import _build_meta, matmul_parameters, storage_dtype
 from lingbot_ros.model.config import ModelConfig, SPECIAL_TOKENS
 from lingbot_ros.streaming.config import EngineConfig, StreamConfig
-from lingbot_ros.streaming.engine import (_DTYPES, camera_kv_dtype, head_storage_dtype,
+from lingbot_ros.streaming.dtypes import (camera_kv_dtype, DTYPES, head_storage_dtype,
                                           heads_autocast, kv_storage_dtype)
 from lingbot_ros.streaming.preprocess import plan_transform, resample_graph_bytes
 import torch
@@ -336,7 +336,7 @@ def estimate(engine_cfg: EngineConfig, stream_cfg: StreamConfig, input_hw: Tuple
     stream_cfg = stream_cfg.validate()
     mc = model_config or _model_config(engine_cfg)
     device = device_type or _device_type(engine_cfg)
-    compute = _DTYPES[engine_cfg.dtype]
+    compute = DTYPES[engine_cfg.dtype]
     kv_dtype = kv_storage_dtype(engine_cfg)
     head_dtype = head_storage_dtype(engine_cfg)
     low_heads = heads_autocast(engine_cfg)
