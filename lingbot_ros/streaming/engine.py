@@ -37,6 +37,7 @@ from lingbot_ros.streaming.config import EngineConfig, StreamConfig
 from lingbot_ros.streaming.device_memory import DeviceMemory, read_device_memory
 from lingbot_ros.streaming.dtypes import (camera_kv_dtype, dtype_name, DTYPES,
                                           head_storage_dtype, heads_autocast, kv_storage_dtype)
+from lingbot_ros.streaming.preprocess import FrameUploads, preprocess_frame
 from lingbot_ros.streaming.session import Prepared, Session, SessionContext
 import numpy as np
 import torch
@@ -188,14 +189,14 @@ class Engine:
         self.compiled_blocks = 0  # torch_compile: blocks whose pieces are compiled (0: off)
         self.compile_status = 'off'  # the same, said for a person (diagnostics, bench)
         self.runner = _Runner(model, cuda_graphs and device.type == 'cuda')
-        self._graphed_resize = self.runner.cuda_graphs  # live frames' resize, graphed too
+        # how frames reach the device; live frames' resize graphed when the frames are
+        self.uploads = FrameUploads(graphed=self.runner.cuda_graphs)
         self._sessions: dict = {}
 
     @property
     def graph_status(self) -> str:
         """Whether streaming frames (and live frames' resize) replay as CUDA graphs."""
-        from lingbot_ros.streaming.preprocess import resize_status
-        resize = resize_status() if self._graphed_resize else ''
+        resize = self.uploads.resize_status()
         return f'{self.runner.graph_status}; frame resize {resize}' if resize \
             else self.runner.graph_status
 
@@ -278,6 +279,7 @@ class Engine:
         return SessionContext(model=self.runner, model_config=self.model_config,
                               device=self.device, dtype=self.dtype, backend=self.backend,
                               cache_factory=self.cache_factory, prepare=self._prepare,
+                              upload=self.uploads.upload,
                               kv_dtype=self.kv_dtype, camera_kv_dtype=self.camera_kv_dtype,
                               kv_splits=self.config.attention_kv_splits if self.config else 0)
 
@@ -335,10 +337,8 @@ class Engine:
 
     def _prepare(self, image_rgb: np.ndarray, cfg: StreamConfig) -> Prepared:
         """Resize/crop a live frame on the model's device, as the reference's crop mode."""
-        from lingbot_ros.streaming.preprocess import preprocess_frame
         tensor, plan = preprocess_frame(image_rgb, self.device, cfg.image_size,
-                                        self.model_config.patch_size,
-                                        graphed=self._graphed_resize)
+                                        self.model_config.patch_size, uploads=self.uploads)
         return Prepared(image=tensor, model_to_input=model_to_input_matrix(plan),
                         input_hw=tuple(image_rgb.shape[:2]))
 

@@ -63,7 +63,6 @@ from lingbot_ros.streaming.config import KeyframeMode, StreamConfig
 from lingbot_ros.streaming.errors import FrameRejected, SizeChanged
 from lingbot_ros.streaming.host import HostCopy
 from lingbot_ros.streaming.keyframes import make_policy
-from lingbot_ros.streaming.preprocess import upload
 from lingbot_ros.streaming.result import FrameResult, FrameTimings, FrameType
 from lingbot_ros.streaming.trajectory import (intrinsics_from_fov, invert_rigid,
                                               matrix_to_pose_enc, pose_enc_to_matrix)
@@ -85,6 +84,7 @@ class Prepared:
 
 
 PrepareFn = Callable[[np.ndarray, StreamConfig], Prepared]
+UploadFn = Callable[[torch.Tensor, torch.device], torch.Tensor]
 
 
 @dataclass(frozen=True)
@@ -98,6 +98,7 @@ class SessionContext:
     backend: AttentionBackend  # or its name: taken as the member
     cache_factory: CacheFactory
     prepare: Optional[PrepareFn] = None
+    upload: Optional[UploadFn] = None  # a CPU tensor to the device (None: ``.to(device)``)
     kv_dtype: Optional[torch.dtype] = None  # the aggregator cache's storage (None: dtype)
     camera_kv_dtype: torch.dtype = torch.float32  # the camera head cache's (its compute dtype)
     kv_splits: int = 0  # FlashInfer key parts per call (0: auto)
@@ -426,7 +427,9 @@ class Session:
         scale = min(self._cfg.scale_frames, s)
         records, stats = [], []
         for i in range(s):
-            prep = Prepared(image=upload(images[i], self._ctx.device).to(torch.float32),
+            image = images[i].to(self._ctx.device) if self._ctx.upload is None \
+                else self._ctx.upload(images[i], self._ctx.device)
+            prep = Prepared(image=image.to(torch.float32),
                             model_to_input=np.eye(3), input_hw=hw)
             records += self._feed(prep, stamps[i], scale, keep_records=True, pipelined=True)
             stats += self.last_call_stats
