@@ -23,7 +23,8 @@ from lingbot_ros.ros.camera import CameraStream
 from lingbot_ros.ros.params import parse
 from lingbot_ros.streaming.caches import dense_cache_factory
 from lingbot_ros.streaming.config import StreamConfig
-from lingbot_ros.streaming.session import MIN_SLIDING_WINDOW, Session, SessionContext
+from lingbot_ros.streaming.session import Session, SessionContext
+from lingbot_ros.streaming.windows import MIN_SLIDING_WINDOW
 import numpy as np
 import pytest
 import torch

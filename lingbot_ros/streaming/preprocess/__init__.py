@@ -28,10 +28,10 @@ from lingbot_ros.streaming.preprocess.files import (IMAGE_EXTENSIONS, list_image
                                                     load_video, video_frames)
 from lingbot_ros.streaming.preprocess.live import preprocess_frame, ResizeMethod
 from lingbot_ros.streaming.preprocess.resample import resample_graph_bytes
-from lingbot_ros.streaming.preprocess.transform import FrameTransform, plan_transform
+from lingbot_ros.streaming.preprocess.transform import FrameTransform, plan_transform, Prepared
 from lingbot_ros.streaming.preprocess.upload import FrameUploads
 
 __all__ = ['FrameTransform', 'FrameUploads', 'IMAGE_EXTENSIONS', 'list_images',
            'load_image_folder', 'load_images', 'load_images_with_transforms', 'load_rgb',
-           'load_video', 'plan_transform', 'preprocess_frame', 'resample_graph_bytes',
+           'load_video', 'plan_transform', 'Prepared', 'preprocess_frame', 'resample_graph_bytes',
            'ResizeMethod', 'video_frames']

@@ -18,7 +18,7 @@ The model grid of an input size, as the reference's ``crop`` mode chooses it.
 Both ways of preparing a frame (Pillow on files, the torch resampler on live frames) land
 on this grid and map pixel values with :data:`TO_UNIT`, so a camera frame and the same
 pixels read from a file give the same tensor. A :class:`FrameTransform` maps model-grid
-intrinsics back to input pixels.
+intrinsics back to input pixels; a :class:`Prepared` frame is what a session is fed.
 """
 
 from __future__ import annotations
@@ -27,9 +27,19 @@ from dataclasses import dataclass
 from typing import Tuple
 
 from lingbot_ros.model.pose import intrinsics_to_input
+import numpy as np
 import torch
 
 TO_UNIT = torch.arange(256, dtype=torch.float32) / 255  # uint8 -> [0, 1], as ToTensor does
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """One frame on the model grid: ``image [3, H, W]`` in [0, 1] on the model's device."""
+
+    image: torch.Tensor
+    model_to_input: np.ndarray  # 3x3: model-grid pixel coordinates -> input pixels
+    input_hw: tuple
 
 
 @dataclass(frozen=True)
