@@ -18,11 +18,11 @@ import math
 
 from hypothesis import given, HealthCheck, settings, strategies as st
 from lingbot_ros.cache.backends import resolve_backend
-from lingbot_ros.cache.dense import DenseStreamCache, FrameRole
 from lingbot_ros.cache.layout import camera_head_layout, StreamLayout
 from lingbot_ros.cache.overflow import CacheOverflow
 from lingbot_ros.cache.pool import KVPool
 from lingbot_ros.cache.stream import PagedStreamCache
+from oracles.dense_cache import DenseStreamCache, FrameRole
 import pytest
 import torch
 

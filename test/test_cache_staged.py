@@ -25,9 +25,9 @@ copy the same numbers into the same places.
 """
 
 from hypothesis import given, HealthCheck, settings, strategies as st
-from lingbot_ros.cache.dense import DenseStreamCache
 from lingbot_ros.cache.layout import camera_head_layout, StreamLayout
 from lingbot_ros.cache.stream import PagedStreamCache
+from oracles.dense_cache import DenseStreamCache
 import pytest
 import torch
 

@@ -14,10 +14,10 @@
 
 """CUDA-graph replay of a streaming step equals the eager forward (GPU only)."""
 
-from lingbot_ros.cache.dense import DenseStreamCache
 from lingbot_ros.model.checkpoint import load_model
 from lingbot_ros.model.config import ModelConfig
 from lingbot_ros.model.graphs import GraphedStep
+from oracles.dense_cache import DenseStreamCache
 import pytest
 import torch
 
