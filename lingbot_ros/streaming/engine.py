@@ -101,7 +101,7 @@ def _resolve_backend(name: Union[AttentionBackend, str], device: torch.device,
     kv_dtype = kv_dtype or dtype
     try:
         requested = AttentionBackend.of(name)
-        backend, reason = resolve_backend(requested, device, streams=1, dtype=kv_dtype,
+        backend, reason = resolve_backend(requested, device, dtype=kv_dtype,
                                           head_dim=agg.head_dim)
     except (ValueError, RuntimeError) as exc:
         shown = getattr(name, 'value', name)  # the name, as the parameter gave it
