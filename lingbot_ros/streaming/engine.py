@@ -360,13 +360,13 @@ class _Runner:
 
     A streaming frame (one frame, not the first, not a scale frame) on a CUDA device
     goes through a :class:`~lingbot_ros.model.graphs.GraphedStep` captured once per
-    (size, depth on/off, camera iterations, caches); everything else runs eagerly. With
-    paged caches the whole frame is one graph, bound to those caches: new caches (a new
-    size or window) mean a new capture, and the steps of caches that are gone are
-    dropped. A call the caches refuse to stage runs eagerly. If a capture fails the
-    runner says why in ``graph_status`` and stays eager. All captures share one graph
-    pool (they never run at the same time): a second capture reuses the first one's
-    intermediate memory instead of reserving a pool of its own.
+    (size, depth on/off, camera iterations, caches); everything else runs eagerly. The
+    whole frame is one graph, bound to its paged caches: new caches (a new size or
+    window) mean a new capture, and the steps of caches that are gone are dropped. A
+    call the caches cannot stage runs eagerly. If a capture fails the runner says why in
+    ``graph_status`` and stays eager. All captures share one graph pool (they never run
+    at the same time): a second capture reuses the first one's intermediate memory
+    instead of reserving a pool of its own.
     """
 
     MAX_GRAPHS = 8  # distinct (size, options) captures kept; each holds one frame's buffers
@@ -396,8 +396,10 @@ class _Runner:
                 and not kwargs.get('first_frame') and not kwargs.get('scale_frames')):
             return None
         caches = (kwargs.get('global_cache'), kwargs.get('camera_cache'))
+        if not all(stageable(c) for c in caches):
+            return None
         key = (tuple(images.shape[-2:]), bool(kwargs.get('with_depth', True)), iterations,
-               tuple(id(c) if stageable(c) else None for c in caches))
+               tuple(id(c) for c in caches))
         step = self._graphs.get(key)
         if step is not None and not step.serves(*caches):  # an id reused by new caches
             del self._graphs[key]
@@ -414,8 +416,7 @@ class _Runner:
                                    camera_iterations=iterations, pool=self._pool,
                                    caches=caches)
                 self._graphs[key] = step
-                self.graph_status = (f'on ({len(self._graphs)} captured, '
-                                     f'{len(step.graphs)} graph segments per frame)')
+                self.graph_status = f'on ({len(self._graphs)} captured, one graph per frame)'
             except StagingRefused:
                 return None   # this call only; the next one tries again
             except RuntimeError as exc:  # capture refused (out of memory too): stay eager
