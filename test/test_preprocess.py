@@ -19,6 +19,7 @@ from pathlib import Path
 import shutil
 
 import cv2
+from lingbot_ros.model.graphs import CaptureStreams
 from lingbot_ros.model.pose import intrinsics_from_fov
 from lingbot_ros.streaming import preprocess as pp
 from lingbot_ros.streaming.preprocess import upload as up
@@ -169,7 +170,8 @@ def test_a_graphed_resize_keeps_what_it_reads_when_the_caches_let_it_go():
     plan = pp.plan_transform(frame.shape[:2], 518)
     want = pp.preprocess_frame(frame, device, 518, method='torch')[0].cpu()
     kept = Resampler()
-    resampler = up.GraphedResampler(frame.shape, plan, device, kept, up.PinnedUpload())
+    resampler = up.GraphedResampler(frame.shape, plan, device, kept, up.PinnedUpload(),
+                                    CaptureStreams())
     kept.clear()
     # blocks of the freed tensors' sizes, filled with NaN: they take that memory if it is free
     junk = [torch.full(hw, float('nan'), dtype=dtype, device=device)
@@ -184,13 +186,15 @@ def test_a_graphed_resize_keeps_what_it_reads_when_the_caches_let_it_go():
 def test_a_graphed_resize_stays_within_its_memory_bound(shape, size):
     device = torch.device('cuda')
     plan = pp.plan_transform(shape[:2], size)
+    streams = CaptureStreams()
     up.GraphedResampler((8, 8, 3), pp.plan_transform((8, 8), 14), device, Resampler(),
-                        up.PinnedUpload())  # the capture stream's cuBLAS workspace exists
-    # now: it is not this resize's memory
+                        up.PinnedUpload(), streams)  # the capture stream's cuBLAS workspace
+    # exists now: it is not this resize's memory
     torch.cuda.synchronize()
     before = torch.cuda.memory_allocated()
     torch.cuda.reset_peak_memory_stats()
-    resampler = up.GraphedResampler(shape, plan, device, Resampler(), up.PinnedUpload())
+    resampler = up.GraphedResampler(shape, plan, device, Resampler(), up.PinnedUpload(),
+                                    streams)
     out = resampler(np.zeros(shape, np.uint8))
     torch.cuda.synchronize()
     used = torch.cuda.max_memory_allocated() - before
@@ -204,14 +208,15 @@ def test_graphed_resizers_are_kept_per_shape_bounded_and_given_up_after_a_failur
     built = []
 
     class Fake:
-        def __init__(self, shape, plan, device, resampler, upload):
+        def __init__(self, shape, plan, device, resampler, upload, streams):
             built.append(shape)
             self.plan = plan
 
         def __call__(self, frame):
             return torch.full((3,) + self.plan.model_hw, float(frame[0, 0, 0]))
     monkeypatch.setattr(up, 'GraphedResampler', Fake)
-    graphs, cpu = up.GraphedResizes(Resampler(), up.PinnedUpload()), torch.device('cpu')
+    graphs = up.GraphedResizes(Resampler(), up.PinnedUpload(), CaptureStreams())
+    cpu = torch.device('cpu')
     assert graphs.status() == ''
     shapes = [(48 + 14 * i, 64, 3) for i in range(graphs.MAX_SHAPES + 1)]
     for shape in shapes + shapes[-1:]:

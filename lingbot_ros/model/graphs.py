@@ -46,25 +46,28 @@ import torch
 from .cached_attention import CachedAttention
 
 
-def capture_stream(device: torch.device) -> 'torch.cuda.Stream':
+class CaptureStreams:
     """
-    Return the one side stream this process captures CUDA graphs on, for ``device``.
+    The side streams CUDA graphs are captured on, one per device, for every capture.
 
     A graph cannot be captured on the default stream, and cuBLAS gives every stream it
     runs on a workspace of its own that the graphs captured there keep using: a new
     stream per capture would hold one more workspace for each. Captures happen one at a
     time on the worker's thread and their replays follow each other on one stream, so
-    they can share the workspace.
+    they share the workspace. An engine makes one and hands it to everything it captures.
     """
-    index = torch.device(device).index
-    index = torch.cuda.current_device() if index is None else index
-    stream = _CAPTURE_STREAMS.get(index)
-    if stream is None:
-        stream = _CAPTURE_STREAMS[index] = torch.cuda.Stream(index)
-    return stream
 
+    def __init__(self) -> None:
+        self._streams: Dict[int, 'torch.cuda.Stream'] = {}  # device index -> its stream
 
-_CAPTURE_STREAMS: Dict[int, 'torch.cuda.Stream'] = {}  # device index -> capture stream
+    def __call__(self, device: torch.device) -> 'torch.cuda.Stream':
+        """Return the capture stream of ``device``, made at its first capture."""
+        index = torch.device(device).index
+        index = torch.cuda.current_device() if index is None else index
+        stream = self._streams.get(index)
+        if stream is None:
+            stream = self._streams[index] = torch.cuda.Stream(index)
+        return stream
 
 
 @runtime_checkable
@@ -111,12 +114,14 @@ class GraphedStep:
     caches (global, camera) of the open call it is captured in: both must be stageable
     (:class:`StagingRefused` otherwise). Call with the frame, its time index and the same
     two caches. The returned ``ModelOutput`` holds static tensors that the next call
-    overwrites: copy what you keep.
+    overwrites: copy what you keep. ``streams``: where to capture (the engine's; default:
+    streams of its own).
     """
 
     def __init__(self, model: torch.nn.Module, height: int, width: int, *,
                  with_depth: bool, caches: tuple, camera_iterations: Optional[int] = None,
-                 warmup: int = 2, pool: Optional[tuple] = None) -> None:
+                 warmup: int = 2, pool: Optional[tuple] = None,
+                 streams: Optional[CaptureStreams] = None) -> None:
         named = dict(zip(('global', 'camera'), caches))
         refused = [name for name, c in named.items() if not stageable(c)]
         if refused:
@@ -138,7 +143,7 @@ class GraphedStep:
         # weak: a graph must not keep a dropped cache's pool alive; it only must not replay
         self._bound = {name: weakref.ref(c) for name, c in named.items()}
         self._stage()
-        self._capture(warmup)
+        self._capture(warmup, streams or CaptureStreams())
 
     def _stage(self) -> None:
         for name, cache in self._caches.items():
@@ -160,8 +165,8 @@ class GraphedStep:
                           camera_cache=_Staged(self._caches['camera']),
                           with_depth=self.with_depth, camera_iterations=self.camera_iterations)
 
-    def _capture(self, warmup: int) -> None:
-        stream = capture_stream(self.image.device)
+    def _capture(self, warmup: int, streams: CaptureStreams) -> None:
+        stream = streams(self.image.device)
         stream.wait_stream(torch.cuda.current_stream())
         with torch.no_grad(), torch.cuda.stream(stream):
             self.image.uniform_()

@@ -30,7 +30,7 @@ from typing import Any, Callable, Optional, Union
 
 from lingbot_ros.cache.backend_choice import AttentionBackend
 from lingbot_ros.model.config import ConfigError, ModelConfig
-from lingbot_ros.model.graphs import GraphedStep, stageable, StagingRefused
+from lingbot_ros.model.graphs import CaptureStreams, GraphedStep, stageable, StagingRefused
 from lingbot_ros.model.hub import HubError, resolve_checkpoint, ResolvedCheckpoint
 from lingbot_ros.streaming.caches import CacheFactory, paged_cache_factory
 from lingbot_ros.streaming.config import EngineConfig, StreamConfig
@@ -188,9 +188,10 @@ class Engine:
         self.load_phases: dict = {}  # Engine.load: seconds by step
         self.compiled_blocks = 0  # torch_compile: blocks whose pieces are compiled (0: off)
         self.compile_status = 'off'  # the same, said for a person (diagnostics, bench)
-        self.runner = _Runner(model, cuda_graphs and device.type == 'cuda')
+        streams = CaptureStreams()  # every capture of this engine: one per device
+        self.runner = _Runner(model, cuda_graphs and device.type == 'cuda', streams)
         # how frames reach the device; live frames' resize graphed when the frames are
-        self.uploads = FrameUploads(graphed=self.runner.cuda_graphs)
+        self.uploads = FrameUploads(graphed=self.runner.cuda_graphs, streams=streams)
         self._sessions: dict = {}
 
     @property
@@ -371,9 +372,10 @@ class _Runner:
 
     MAX_GRAPHS = 8  # distinct (size, options) captures kept; each holds one frame's buffers
 
-    def __init__(self, model: Any, cuda_graphs: bool) -> None:
+    def __init__(self, model: Any, cuda_graphs: bool, streams: CaptureStreams) -> None:
         self.model = model
         self.cuda_graphs = cuda_graphs
+        self._streams = streams
         self.graph_status = 'off' if not cuda_graphs else 'waiting for the first frame'
         self._graphs: dict = {}
         self._pool: Optional[tuple] = None  # the captures' shared graph pool
@@ -414,7 +416,7 @@ class _Runner:
             try:
                 step = GraphedStep(self.model, *key[0], with_depth=key[1],
                                    camera_iterations=iterations, pool=self._pool,
-                                   caches=caches)
+                                   caches=caches, streams=self._streams)
                 self._graphs[key] = step
                 self.graph_status = f'on ({len(self._graphs)} captured, one graph per frame)'
             except StagingRefused:

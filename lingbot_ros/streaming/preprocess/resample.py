@@ -219,7 +219,7 @@ def resample_graph_bytes(input_hw: Tuple[int, int], resized_hw: Tuple[int, int],
     its float32 values (and a grey frame's copy to three channels). ``model_rows``: the
     rows kept after a centre crop (default: all). Not in it: cuBLAS's workspace of the
     capture stream, shared with the model's graphs
-    (:func:`~lingbot_ros.model.graphs.capture_stream`).
+    (:class:`~lingbot_ros.model.graphs.CaptureStreams`).
     """
     (h, w), (new_h, new_w) = input_hw, resized_hw
     rows = new_h if model_rows is None else model_rows

@@ -25,7 +25,7 @@ import threading
 from typing import Optional, Union
 import warnings
 
-from lingbot_ros.model.graphs import capture_stream
+from lingbot_ros.model.graphs import CaptureStreams
 from lingbot_ros.streaming.preprocess.resample import Resampler
 from lingbot_ros.streaming.preprocess.transform import FrameTransform
 import numpy as np
@@ -122,11 +122,12 @@ class GraphedResampler:
     """
 
     def __init__(self, shape: tuple, plan: FrameTransform, device: torch.device,
-                 resampler: Resampler, upload: PinnedUpload) -> None:
+                 resampler: Resampler, upload: PinnedUpload,
+                 streams: CaptureStreams) -> None:
         self.frame = torch.zeros(shape, dtype=torch.uint8, device=device)
         self.graph = torch.cuda.CUDAGraph()
         self._upload = upload
-        stream = capture_stream(device)  # shared: one cuBLAS workspace for every capture
+        stream = streams(device)  # shared: one cuBLAS workspace for every capture
         stream.wait_stream(torch.cuda.current_stream(device))
         with torch.cuda.stream(stream):
             resampler(self.frame, plan)  # the weight matrices and the table exist first
@@ -151,9 +152,11 @@ class GraphedResizes:
 
     MAX_SHAPES = 4
 
-    def __init__(self, resampler: Resampler, upload: PinnedUpload) -> None:
+    def __init__(self, resampler: Resampler, upload: PinnedUpload,
+                 streams: CaptureStreams) -> None:
         self._resampler = resampler
         self._upload = upload
+        self._streams = streams
         self._lock = threading.Lock()
         self._graphs: dict = {}  # (shape, plan, device) -> GraphedResampler
         self.failed: Optional[str] = None  # why a capture failed (from then on: eager)
@@ -171,7 +174,7 @@ class GraphedResizes:
                     self._graphs.pop(next(iter(self._graphs)))
                 try:
                     graphed = GraphedResampler(frame.shape, plan, device, self._resampler,
-                                               self._upload)
+                                               self._upload, self._streams)
                 except RuntimeError as exc:  # capture refused (memory too): eager from now
                     self.failed = str(exc).splitlines()[0] if str(exc) else repr(exc)
                     return None
@@ -194,13 +197,18 @@ class FrameUploads:
     wait for the device and frames queued ahead keep it busy; elsewhere it is
     ``.to(device)``. With ``graphed``, a numpy frame resampled on a CUDA device replays
     its shape's CUDA graph (:class:`GraphedResizes`: the same values, a fraction of the
-    host's time). ``resampler`` keeps the resampler's weight matrices.
+    host's time), captured on ``streams`` (the engine's, shared with the model's graphs).
+    ``resampler`` keeps the resampler's weight matrices.
     """
 
-    def __init__(self, graphed: bool = False) -> None:
+    def __init__(self, graphed: bool = False,
+                 streams: Optional[CaptureStreams] = None) -> None:
         self.resampler = Resampler()
         self.pinned = PinnedUpload()
-        self.graphs = GraphedResizes(self.resampler, self.pinned) if graphed else None
+        self.graphs = None
+        if graphed:
+            self.graphs = GraphedResizes(self.resampler, self.pinned,
+                                         streams or CaptureStreams())
 
     def upload(self, frame: torch.Tensor, device: Union[str, torch.device]) -> torch.Tensor:
         """Return a tensor on ``device``; a CPU tensor goes to CUDA through the pinned ring."""
