@@ -31,12 +31,11 @@ device that can store float8 runs it. Every FlashInfer wrapper of a device share
 float workspace (:func:`shared_workspace`): the wrappers run one after another on one
 stream, and that buffer only holds a run's partial results.
 
-Measured on the H200 (``benchmarks/results/``): for the full window cuDNN SDPA is the
-fastest kernel on the device (18 ms / 24 layers) but builds an execution plan for every
-new key count, 2.8 ms of host time per call, and the key count grows by the special
-tokens of every committed frame. So the SDPA order prefers the flash kernel (no plan,
-0.09 ms host), and ``auto`` prefers FlashInfer's ragged FA3 kernel (0.05 ms host,
-0.84 ms device per layer vs cuDNN 0.70 and flash 1.22).
+cuDNN SDPA builds an execution plan for every new key count, on the host, and the key
+count grows by the special tokens of every committed frame, so its fast kernel costs a
+plan per call. So the SDPA order prefers the flash kernel (no plan), and ``auto`` prefers
+FlashInfer's ragged FA3 kernel (little host time per call, close to cuDNN's on the
+device); ``docs/performance.md`` has the figures.
 """
 
 from __future__ import annotations
@@ -319,7 +318,7 @@ def auto_kv_splits(queries: int, heads: int, head_dim: int, device: torch.device
     Return how many key parts fill the GPU best for a call of ``queries`` queries.
 
     One frame of the release model (978 queries, 16 heads of 64) makes 6 x 16 = 96 CTAs
-    of FlashInfer's Hopper kernel, so 36 of an H200's 132 SMs idle for the whole call
+    of FlashInfer's Hopper kernel, so 36 of a 132-SM Hopper GPU's SMs idle for the call
     while each CTA walks every key. Cutting the keys into s parts makes 96 s shorter
     CTAs; the call takes about ceil(96 s / SMs) / s of the time (s = 4: 0.75). Only on
     Hopper (FlashInfer's other kernels split the keys themselves); 1 elsewhere.

@@ -60,10 +60,9 @@ def use_expandable_segments() -> bool:
     """
     Switch PyTorch's CUDA allocator to expandable segments for what is allocated next.
 
-    Measured on the H200 capped at 8 GiB (release, bf16, 294x518, window 48): with fixed
-    segments 0.9 GiB stayed reserved in half-used blocks after the scale call and the
-    CUDA-graph capture then ran out of memory at 7.1 GiB allocated; with expandable
-    segments the same run peaked at 7.07 GiB allocated, 7.77 GiB reserved, graphs on.
+    With fixed segments, memory freed after the scale call stays reserved in half-used
+    blocks, and under a per-process cap the CUDA-graph capture then runs out of memory
+    though the run as a whole would fit; expandable segments give that memory back.
     Return False where this PyTorch has no such switch (set ``PYTORCH_CUDA_ALLOC_CONF``
     there instead).
     """
