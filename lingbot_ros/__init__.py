@@ -15,6 +15,9 @@
 """
 LingBot-Map streaming 3D reconstruction as a ROS 2 package.
 
-Layers (arrows point down): ros -> streaming -> (model, cache).
-Only ``lingbot_ros.ros`` imports rclpy.
+Layers, arrows pointing down only: ``ros`` -> ``streaming`` -> (``model``, ``cache``);
+``tools`` (console entry points) may use any of them. ``model`` and ``cache`` never
+import each other, and only ``ros`` and ``tools`` import rclpy or ROS message types, so
+the model, the cache and a whole stream run and are tested without ROS. No import
+cycles; ``test/test_layers.py`` checks the import graph, lazy imports included.
 """

@@ -17,10 +17,10 @@
 import json
 from pathlib import Path
 
-from lingbot_ros.cache.dense import DenseStreamCache
 from lingbot_ros.model.aggregator import Aggregator
 from lingbot_ros.model.config import ModelConfig, SPECIAL_TOKENS
 import numpy as np
+from oracles.dense_cache import DenseStreamCache
 import pytest
 from safetensors.numpy import load_file
 import torch

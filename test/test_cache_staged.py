@@ -25,9 +25,10 @@ copy the same numbers into the same places.
 """
 
 from hypothesis import given, HealthCheck, settings, strategies as st
-from lingbot_ros.cache.dense import DenseStreamCache
 from lingbot_ros.cache.layout import camera_head_layout, StreamLayout
 from lingbot_ros.cache.stream import PagedStreamCache
+from lingbot_ros.model.graphs import GraphedStep, stageable, StagingRefused
+from oracles.dense_cache import DenseStreamCache
 import pytest
 import torch
 
@@ -143,6 +144,20 @@ def test_attend_staged_needs_a_stage_and_the_paged_stand_in_never_stages():
     paged = PagedStreamCache.allocate(layout, 1, HEADS, HEAD_DIM, backend='paged_sdpa')
     paged.begin(1)
     assert not paged.capturable and not paged.stage()
+
+
+def test_a_frame_graph_takes_only_caches_that_attend_staged():
+    """A cache that cannot attend inside a graph sends the frame to the eager forward."""
+    layout = StreamLayout(special_tokens=1, patch_tokens=2, scale_frames=0, sliding_window=2,
+                          special_capacity=4)
+    staged = PagedStreamCache.allocate(layout, 1, HEADS, HEAD_DIM, backend='sdpa')
+    paged = PagedStreamCache.allocate(layout, 1, HEADS, HEAD_DIM, backend='paged_sdpa')
+    dense = DenseStreamCache(1, 0, 2)
+    assert stageable(staged) and not stageable(paged) and not stageable(dense)
+    model = torch.nn.Linear(1, 1)
+    for caches, refused in (((dense, staged), 'global'), ((staged, paged), 'camera')):
+        with pytest.raises(StagingRefused, match=f'the {refused} cache cannot attend'):
+            GraphedStep(model, 14, 14, with_depth=False, caches=caches)
 
 
 def test_a_float8_pool_is_written_the_same_staged_as_plain():

@@ -21,7 +21,6 @@ bit (the same aten calls in the same order). Inductor on the GPU fuses them, so 
 numbers agree within rounding; that test is skipped without CUDA.
 """
 
-from lingbot_ros.cache.dense import DenseStreamCache
 from lingbot_ros.model.checkpoint import load_model
 from lingbot_ros.model.compiled import compile_blocks, compile_depth_decoder
 from lingbot_ros.model.config import ModelConfig
@@ -29,6 +28,7 @@ from lingbot_ros.model.layers import Block
 from lingbot_ros.streaming.config import ConfigError, EngineConfig
 from lingbot_ros.streaming.engine import Engine
 import numpy as np
+from oracles.dense_cache import DenseStreamCache
 import pytest
 import torch
 

@@ -82,7 +82,7 @@ def test_memory_options_are_off_by_default_and_each_runs():
 
     fp8 = Engine.load(EngineConfig(preset='tiny', device='cpu', kv_cache_dtype='float8_e4m3'))
     session, pose, _ = _poses(fp8, frames, cfg)
-    assert session._window.agg.pool.dtype == torch.float8_e4m3fn
+    assert session._windows.current.agg.pool.dtype == torch.float8_e4m3fn
     assert session.window_index >= 1  # a re-seed ran over the float8 cache too
     assert np.all(np.isfinite(pose)) and 0 < np.abs(pose - ref_pose).max() < 0.1
 

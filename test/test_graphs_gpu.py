@@ -14,7 +14,6 @@
 
 """CUDA-graph replay of a streaming step equals the eager forward (GPU only)."""
 
-from lingbot_ros.cache.dense import DenseStreamCache
 from lingbot_ros.model.checkpoint import load_model
 from lingbot_ros.model.config import ModelConfig
 from lingbot_ros.model.graphs import GraphedStep
@@ -23,48 +22,6 @@ import torch
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(),
                                                   reason='needs a CUDA device')]
-
-
-def _stream(model, frames, step=None, window=3, scale=2):
-    """Run scale frames eagerly, then each frame eagerly or through ``step``."""
-    agg = DenseStreamCache(6, scale, window)
-    cam = DenseStreamCache(1, 0, 1)
-    outs = []
-    with torch.no_grad():
-        for i in range(frames.shape[0]):
-            n = scale if i == 0 else 1
-            if i and i < scale:
-                continue
-            images = frames[:scale] if i == 0 else frames[i:i + 1]
-            agg.begin(n)
-            cam.begin(n)
-            t = 0 if i == 0 else agg.frames
-            if i == 0 or step is None:
-                out = model(images, time_index=t, first_frame=i == 0, scale_frames=i == 0,
-                            global_cache=agg, camera_cache=cam)
-            else:
-                out = step(images, t, agg, cam)
-            outs.append((out.pose_enc.clone(), out.depth.clone()))
-            agg.commit()
-            cam.commit()
-    return outs
-
-
-@pytest.mark.parametrize('dtype,heads', [(None, None), (torch.bfloat16, None),
-                                         (torch.bfloat16, torch.bfloat16),
-                                         (torch.bfloat16, torch.float16)])
-def test_graph_replay_equals_eager(dtype, heads):
-    cfg = ModelConfig.preset('tiny')
-    model = load_model(cfg, None, device='cuda', seed=3, autocast_dtype=dtype,
-                       head_autocast=heads)
-    frames = torch.rand(9, 3, 56, 84, device='cuda', generator=None)
-    eager = _stream(model, frames)
-    step = GraphedStep(model, 56, 84, with_depth=True)
-    graphed = _stream(model, frames, step)
-    assert len(step.graphs) == len(step.cuts) + 1 > 1
-    for (pe, de), (pg, dg) in zip(eager, graphed):
-        torch.testing.assert_close(pg, pe, atol=1e-5, rtol=1e-4)
-        torch.testing.assert_close(dg, de, atol=1e-4, rtol=1e-4)
 
 
 def _paged_caches(cfg, h, w, scale, window, frames):
@@ -120,7 +77,6 @@ def test_paged_caches_go_inside_one_graph_per_frame():
     frames = torch.rand(14, 3, 56, 84, device='cuda')
     eager, _, _ = _stream_paged(model, cfg, frames, graphed=False)
     graphed, step, agg = _stream_paged(model, cfg, frames, graphed=True)
-    assert len(step.graphs) == 1 and not step.cuts
     assert agg.evictions > 0 and agg.rollbacks > 0
     for (pe, de), (pg, dg) in zip(eager, graphed):
         torch.testing.assert_close(pg, pe, atol=1e-5, rtol=1e-4)

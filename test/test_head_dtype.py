@@ -210,7 +210,7 @@ def test_float32_engine_is_unchanged_by_compute_heads():
     assert all(p.is_contiguous() for p in other.model.parameters())
     s0, p0, d0 = _run(base)
     s1, p1, d1 = _run(other)
-    assert s1._window.camera.pool.dtype == torch.float32
+    assert s1._windows.current.camera.pool.dtype == torch.float32
     np.testing.assert_array_equal(p1, p0)
     np.testing.assert_array_equal(d1, d0)
 
@@ -220,7 +220,7 @@ def test_bf16_engine_keeps_float32_heads_by_default():
     assert engine.model.head_autocast_dtype is None
     assert {p.dtype for p in _head_params(engine.model).values()} == {torch.float32}
     session, pose, _ = _run(engine)
-    assert session._window.camera.pool.dtype == torch.float32
+    assert session._windows.current.camera.pool.dtype == torch.float32
     assert np.all(np.isfinite(pose))
 
 
@@ -231,7 +231,7 @@ def test_bf16_engine_with_compute_heads_streams_near_float32():
     assert low.camera_kv_dtype == torch.bfloat16
     _, ref_pose, ref_depth = _run(ref)
     session, pose, depth = _run(low)
-    assert session._window.camera.pool.dtype == torch.bfloat16  # attention in bf16 too
+    assert session._windows.current.camera.pool.dtype == torch.bfloat16  # attention in bf16 too
     assert depth.dtype == np.float32
     ok = np.isfinite(ref_depth)   # NaN where the model grid does not reach the input
     rel = np.abs(depth[ok] - ref_depth[ok]) / np.abs(ref_depth[ok])
@@ -246,7 +246,7 @@ def test_bf16_engine_with_float16_heads():
     assert engine.camera_kv_dtype == torch.float16
     assert engine.model.autocast_dtype == torch.bfloat16   # the aggregator: as before
     session, pose, depth = _run(engine)
-    assert session._window.camera.pool.dtype == torch.float16
+    assert session._windows.current.camera.pool.dtype == torch.float16
     assert np.all(np.isfinite(pose)) and depth.dtype == np.float32
 
 

@@ -17,11 +17,11 @@
 import dataclasses
 from pathlib import Path
 
-from lingbot_ros.cache.dense import DenseStreamCache
 from lingbot_ros.model.camera_head import CameraHead
 from lingbot_ros.model.config import ModelConfig
 from lingbot_ros.model.depth_head import DepthHead, position_embedding
 import numpy as np
+from oracles.dense_cache import DenseStreamCache
 import pytest
 from safetensors.torch import load_file
 import torch

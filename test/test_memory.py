@@ -126,10 +126,11 @@ def test_kv_part_is_the_bytes_the_paged_caches_allocate(kv, window, limit):
     for session in sessions:
         for i, frame in enumerate(_frames(4)):
             session.step(frame, i)
-    held = sum(_cache_bytes(s._window.agg) + _cache_bytes(s._window.camera) for s in sessions)
+    held = sum(_cache_bytes(s._windows.current.agg) + _cache_bytes(s._windows.current.camera)
+               for s in sessions)
     assert engine.memory_estimate(cfg, (48, 64), cameras=2).kv_pools == held
     if kv != 'auto':
-        assert sessions[0]._window.agg.pool.dtype == torch.float8_e4m3fn
+        assert sessions[0]._windows.current.agg.pool.dtype == torch.float8_e4m3fn
 
 
 def test_kv_part_counts_the_camera_pool_in_the_heads_dtype():
@@ -138,8 +139,9 @@ def test_kv_part_counts_the_camera_pool_in_the_heads_dtype():
     session = engine.new_session('a', cfg)
     for i, frame in enumerate(_frames(4)):
         session.step(frame, i)
-    assert session._window.camera.pool.dtype == torch.bfloat16
-    held = _cache_bytes(session._window.agg) + _cache_bytes(session._window.camera)
+    assert session._windows.current.camera.pool.dtype == torch.bfloat16
+    window = session._windows.current
+    held = _cache_bytes(window.agg) + _cache_bytes(window.camera)
     assert engine.memory_estimate(cfg, (48, 64)).kv_pools == held
     float_heads = estimate(EngineConfig(preset='tiny', device='cpu', dtype='bfloat16'), cfg,
                            (48, 64))

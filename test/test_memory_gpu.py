@@ -113,7 +113,7 @@ def test_fp8_cache_runs_and_halves_the_pool():
         session = engine.new_session('cam', cfg)
         out = [r for i, f in enumerate(_frames(24, (144, 256))) for r in session.step(f, i)]
         poses[kv] = np.stack([r.pose_c2w for r in out])
-        pool = session._window.agg.pool
+        pool = session._windows.current.agg.pool
         poses[kv + '_bytes'] = pool.nbytes
         assert pool.dtype == (torch.float8_e4m3fn if kv != 'auto' else torch.bfloat16)
         del engine, session

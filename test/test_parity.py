@@ -27,10 +27,11 @@ attention call sees.
 import json
 from pathlib import Path
 
-from lingbot_ros.streaming.caches import dense_cache_factory, paged_cache_factory
+from lingbot_ros.streaming.caches import paged_cache_factory
 from lingbot_ros.streaming.config import EngineConfig, StreamConfig
 from lingbot_ros.streaming.engine import Engine
 import numpy as np
+from oracles.dense_cache import dense_cache_factory
 import pytest
 import torch
 from torch.overrides import TorchFunctionMode

@@ -19,8 +19,11 @@ from pathlib import Path
 import shutil
 
 import cv2
+from lingbot_ros.model.graphs import CaptureStreams
 from lingbot_ros.model.pose import intrinsics_from_fov
 from lingbot_ros.streaming import preprocess as pp
+from lingbot_ros.streaming.preprocess import upload as up
+from lingbot_ros.streaming.preprocess.resample import Resampler
 import numpy as np
 from PIL import Image
 import pytest
@@ -91,7 +94,9 @@ def test_frames_in_a_row_each_keep_their_own_pixels(device):
     rng = np.random.default_rng(11)
     frames = [rng.integers(0, 256, (48, 64, 3), dtype=np.uint8) for _ in range(4)]
     want = [pp.preprocess_frame(f, 'cpu', 56, method='torch')[0] for f in frames]
-    got = [pp.preprocess_frame(f, device, 56, method='torch')[0] for f in frames]
+    uploads = pp.FrameUploads()
+    got = [pp.preprocess_frame(f, device, 56, method='torch', uploads=uploads)[0]
+           for f in frames]
     for frame in frames:
         frame[:] = 0  # the caller's arrays change after the call: nothing may follow them
     for g, w in zip(got, want):
@@ -108,7 +113,7 @@ def test_frames_go_up_the_plain_way_where_memory_cannot_be_pinned(monkeypatch):
             raise RuntimeError('CUDA error: out of memory (cudaHostAlloc)')
         return real(*args, **kwargs)
     monkeypatch.setattr(torch, 'empty', empty)
-    upload = pp._PinnedUpload()
+    upload = up.PinnedUpload()
     frame = np.arange(48 * 64 * 3, dtype=np.uint8).reshape(48, 64, 3)
     for _ in range(2):
         assert torch.equal(upload(frame, torch.device('cpu')), torch.from_numpy(frame))
@@ -117,7 +122,7 @@ def test_frames_go_up_the_plain_way_where_memory_cannot_be_pinned(monkeypatch):
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason='page-locked uploads need CUDA')
 def test_pinned_uploads_turn_through_their_ring_without_overwriting_a_pending_one():
-    upload = pp._PinnedUpload()
+    upload = up.PinnedUpload()
     device = torch.device('cuda')
     torch.cuda._sleep(200_000_000)  # keep the device busy: the uploads queue behind it
     frames = [np.full((48, 64, 3), i, np.uint8) for i in range(2 * upload.RING + 1)]
@@ -131,7 +136,8 @@ def test_a_tensor_upload_does_not_wait_for_the_work_queued_before_it():
     """A pageable ``.to('cuda')`` returns only after the kernels queued before it."""
     frames = [torch.rand(3, 64, 96) for _ in range(3)]
     torch.cuda._sleep(500_000_000)  # about a third of a second of device work
-    got = [pp.upload(f, 'cuda') for f in frames]
+    uploads = pp.FrameUploads()
+    got = [uploads.upload(f, 'cuda') for f in frames]
     assert not torch.cuda.current_stream().query(), 'the upload waited for the device'
     for f, g in zip(frames, got):
         assert g.dtype == f.dtype and torch.equal(g.cpu(), f)
@@ -147,9 +153,10 @@ def test_graphed_resize_equals_the_eager_one_and_each_frame_keeps_its_pixels(sha
     rng = np.random.default_rng(shape[0] + size)
     frames = [rng.integers(0, 256, shape, dtype=np.uint8) for _ in range(3)]
     want = [pp.preprocess_frame(f, 'cuda', size, method='torch')[0].cpu() for f in frames]
-    got = [pp.preprocess_frame(f, 'cuda', size, method='torch', graphed=True)[0]
+    uploads = pp.FrameUploads(graphed=True)
+    got = [pp.preprocess_frame(f, 'cuda', size, method='torch', uploads=uploads)[0]
            for f in frames]  # replayed after each other: outputs must not alias
-    assert pp.resize_status().startswith('graphed'), pp.resize_status()
+    assert uploads.resize_status().startswith('graphed'), uploads.resize_status()
     for g, w in zip(got, want):
         assert g.shape == w.shape and g.is_contiguous()
         assert torch.equal(g.cpu(), w)
@@ -157,14 +164,15 @@ def test_graphed_resize_equals_the_eager_one_and_each_frame_keeps_its_pixels(sha
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason='CUDA graphs need CUDA')
 def test_a_graphed_resize_keeps_what_it_reads_when_the_caches_let_it_go():
-    """A graph holds addresses: the taps and the LUT must outlive their caches' entries."""
+    """A graph holds addresses: the weights and the table must outlive the resampler's."""
     device = torch.device('cuda')
     frame = np.random.default_rng(3).integers(0, 256, (480, 640, 3), dtype=np.uint8)
     plan = pp.plan_transform(frame.shape[:2], 518)
     want = pp.preprocess_frame(frame, device, 518, method='torch')[0].cpu()
-    resampler = pp._GraphedResampler(frame.shape, plan, device)
-    pp._weights.cache_clear()
-    pp._lut.cache_clear()
+    kept = Resampler()
+    resampler = up.GraphedResampler(frame.shape, plan, device, kept, up.PinnedUpload(),
+                                    CaptureStreams())
+    kept.clear()
     # blocks of the freed tensors' sizes, filled with NaN: they take that memory if it is free
     junk = [torch.full(hw, float('nan'), dtype=dtype, device=device)
             for hw, dtype in [((518, 640), torch.float64), ((392, 480), torch.float64),
@@ -178,12 +186,15 @@ def test_a_graphed_resize_keeps_what_it_reads_when_the_caches_let_it_go():
 def test_a_graphed_resize_stays_within_its_memory_bound(shape, size):
     device = torch.device('cuda')
     plan = pp.plan_transform(shape[:2], size)
-    pp._GraphedResampler((8, 8, 3), pp.plan_transform((8, 8), 14), device)  # the capture
-    # stream's cuBLAS workspace exists now: it is not this resize's memory
+    streams = CaptureStreams()
+    up.GraphedResampler((8, 8, 3), pp.plan_transform((8, 8), 14), device, Resampler(),
+                        up.PinnedUpload(), streams)  # the capture stream's cuBLAS workspace
+    # exists now: it is not this resize's memory
     torch.cuda.synchronize()
     before = torch.cuda.memory_allocated()
     torch.cuda.reset_peak_memory_stats()
-    resampler = pp._GraphedResampler(shape, plan, device)
+    resampler = up.GraphedResampler(shape, plan, device, Resampler(), up.PinnedUpload(),
+                                    streams)
     out = resampler(np.zeros(shape, np.uint8))
     torch.cuda.synchronize()
     used = torch.cuda.max_memory_allocated() - before
@@ -197,14 +208,15 @@ def test_graphed_resizers_are_kept_per_shape_bounded_and_given_up_after_a_failur
     built = []
 
     class Fake:
-        def __init__(self, shape, plan, device):
+        def __init__(self, shape, plan, device, resampler, upload, streams):
             built.append(shape)
             self.plan = plan
 
         def __call__(self, frame):
             return torch.full((3,) + self.plan.model_hw, float(frame[0, 0, 0]))
-    monkeypatch.setattr(pp, '_GraphedResampler', Fake)
-    graphs, cpu = pp._Graphs(), torch.device('cpu')
+    monkeypatch.setattr(up, 'GraphedResampler', Fake)
+    graphs = up.GraphedResizes(Resampler(), up.PinnedUpload(), CaptureStreams())
+    cpu = torch.device('cpu')
     assert graphs.status() == ''
     shapes = [(48 + 14 * i, 64, 3) for i in range(graphs.MAX_SHAPES + 1)]
     for shape in shapes + shapes[-1:]:
@@ -216,7 +228,7 @@ def test_graphed_resizers_are_kept_per_shape_bounded_and_given_up_after_a_failur
 
     def refuse(*_):
         raise RuntimeError('CUDA error: operation not permitted when stream is capturing')
-    monkeypatch.setattr(pp, '_GraphedResampler', refuse)
+    monkeypatch.setattr(up, 'GraphedResampler', refuse)
     frame = np.zeros((30, 64, 3), np.uint8)
     assert graphs.run(frame, pp.plan_transform((30, 64), 56), cpu) is None
     assert graphs.status().startswith('eager (capture failed: CUDA error')
@@ -225,10 +237,12 @@ def test_graphed_resizers_are_kept_per_shape_bounded_and_given_up_after_a_failur
 
 def test_graphed_is_the_eager_resize_where_there_is_no_cuda():
     frame = np.random.default_rng(5).integers(0, 256, (48, 64, 3), dtype=np.uint8)
+    uploads = pp.FrameUploads(graphed=True)
     for method in ('torch', 'pil'):
         want, _ = pp.preprocess_frame(frame, 'cpu', 56, method=method)
-        got, _ = pp.preprocess_frame(frame, 'cpu', 56, method=method, graphed=True)
+        got, _ = pp.preprocess_frame(frame, 'cpu', 56, method=method, uploads=uploads)
         assert torch.equal(got, want)
+    assert uploads.resize_status() == ''
 
 
 def test_grey_and_tensor_frames():

@@ -28,7 +28,7 @@ from pathlib import Path
 from lingbot_ros.cache.overflow import CacheOverflow
 from lingbot_ros.model.config import ConfigError, ModelConfig
 from lingbot_ros.model.network import ModelOutput
-from lingbot_ros.streaming.caches import dense_cache_factory, paged_cache_factory
+from lingbot_ros.streaming.caches import paged_cache_factory
 from lingbot_ros.streaming.call_stats import CacheDecision
 from lingbot_ros.streaming.config import EngineConfig, StreamConfig
 from lingbot_ros.streaming.engine import Engine, EngineError
@@ -38,6 +38,7 @@ from lingbot_ros.streaming.trajectory import (invert_rigid, matrix_to_quat, pose
                                               quat_to_matrix, read_tum, write_tum)
 from lingbot_ros.streaming.windows import align_overlap, lower_median
 import numpy as np
+from oracles.dense_cache import dense_cache_factory
 import pytest
 import torch
 

@@ -21,10 +21,11 @@ from lingbot_ros.model.config import ModelConfig
 from lingbot_ros.ros import diagnostics
 from lingbot_ros.ros.camera import CameraStream
 from lingbot_ros.ros.params import parse
-from lingbot_ros.streaming.caches import dense_cache_factory
 from lingbot_ros.streaming.config import StreamConfig
-from lingbot_ros.streaming.session import MIN_SLIDING_WINDOW, Session, SessionContext
+from lingbot_ros.streaming.session import Session, SessionContext
+from lingbot_ros.streaming.windows import MIN_SLIDING_WINDOW
 import numpy as np
+from oracles.dense_cache import dense_cache_factory
 import pytest
 import torch
 

@@ -15,12 +15,13 @@
 """
 The paged KV cache and attention over it; knows nothing of the model.
 
-Public API (see each module): :class:`PagedStreamCache` (one stream; a drop-in for
-:class:`DenseStreamCache`), :class:`StreamBatch` (several streams of one pool, one
-attention call per layer), :class:`AttentionBackend` (how either runs attention),
-:class:`StreamLayout` with :func:`aggregator_layout` and :func:`camera_head_layout`
-(bounds and pool-size formula), :class:`KVPool`, :class:`CacheOverflow` (the typed
-overflow event), :class:`CacheStats`.
+Holds the pool (:class:`KVPool`: pages allocated once), one stream's paged cache with
+its transaction (:class:`PagedStreamCache`: ``begin`` -> ``attend`` -> ``commit`` or
+``rollback``), the slot allocator and page table behind it, the attention backends
+(:class:`AttentionBackend`), the layout and its pool-size formula (:class:`StreamLayout`,
+:func:`aggregator_layout`, :func:`camera_head_layout`), the typed overflow
+(:class:`CacheOverflow`) and :class:`CacheStats`. May import torch, numpy and FlashInfer
+(optional, lazily); never ``lingbot_ros.model``, ``streaming``, ``ros`` or ``tools``.
 """
 
 from importlib import import_module
@@ -28,14 +29,12 @@ from typing import Any
 
 # name -> the module that defines it; imported on first use (PEP 562), so importing one
 # submodule (the node's process needs only ``stats``) does not import torch with the rest
-_WHERE = {'AttentionBackend': 'backend_choice', 'StreamBatch': 'batch',
-          'DenseStreamCache': 'dense', 'aggregator_layout': 'layout',
+_WHERE = {'AttentionBackend': 'backend_choice', 'aggregator_layout': 'layout',
           'camera_head_layout': 'layout', 'StreamLayout': 'layout', 'CacheOverflow': 'overflow',
           'KVPool': 'pool', 'CacheStats': 'stats', 'PagedStreamCache': 'stream'}
 
 __all__ = ['aggregator_layout', 'AttentionBackend', 'CacheOverflow', 'CacheStats',
-           'camera_head_layout', 'DenseStreamCache', 'KVPool', 'PagedStreamCache', 'StreamBatch',
-           'StreamLayout']
+           'camera_head_layout', 'KVPool', 'PagedStreamCache', 'StreamLayout']
 
 
 def __getattr__(name: str) -> Any:

@@ -34,11 +34,10 @@ class AttentionBackend(str, Enum):
       importable, else SDPA, with a reason the node can report (no choice to get wrong).
     - ``SDPA``: PyTorch scaled-dot-product attention over the stream's contiguous run
       (views, no gather); runs on every device, the CPU included.
-    - ``FLASHINFER``: FlashInfer's prefill kernels (ragged for one stream, paged for a
-      batch): the fastest on CUDA, but optional and CUDA-only.
-    - ``PAGED_SDPA``: the page table read back in PyTorch (gather + masked SDPA): the CPU
-      stand-in for FlashInfer's paged path that tests and benchmarks check page tables
-      with. Not a user choice (:data:`USER_BACKENDS`).
+    - ``FLASHINFER``: FlashInfer's ragged prefill kernel over the contiguous run: the
+      fastest on CUDA, but optional and CUDA-only.
+    - ``PAGED_SDPA``: the page table read back in PyTorch (gather + masked SDPA), which
+      tests check the page tables with. Not a user choice (:data:`USER_BACKENDS`).
     """
 
     AUTO = 'auto'

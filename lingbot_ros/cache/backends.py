@@ -17,11 +17,10 @@ Attention over cached pages: one interface, backends :class:`AttentionBackend`.
 
 - ``sdpa``: PyTorch scaled-dot-product attention over the stream's visible run, which
   the allocator keeps contiguous, so keys and values are views (no gather).
-- ``flashinfer``: FlashInfer. One stream: ragged prefill over the contiguous run (no
-  page indirection; planned once per call, run per layer). A batch of streams: paged
-  prefill over the page table, one call per layer. Imported lazily: it is optional.
-- ``paged_sdpa``: the page table read back in PyTorch (gather + masked SDPA, one call for
-  a batch); the CPU stand-in for FlashInfer that tests use to check the page tables.
+- ``flashinfer``: FlashInfer's ragged prefill over the contiguous run (no page
+  indirection; planned once per call, run per layer). Imported lazily: it is optional.
+- ``paged_sdpa``: the page table read back in PyTorch (gather + masked SDPA); the tests'
+  check that the page tables describe the visible run.
 - ``auto``: ``flashinfer`` on CUDA in half precision when it is importable, else
   ``sdpa`` -- always with a reason string the node can report.
 
@@ -32,12 +31,11 @@ device that can store float8 runs it. Every FlashInfer wrapper of a device share
 float workspace (:func:`shared_workspace`): the wrappers run one after another on one
 stream, and that buffer only holds a run's partial results.
 
-Measured on the H200 (``benchmarks/results/``): for the full window cuDNN SDPA is the
-fastest kernel on the device (18 ms / 24 layers) but builds an execution plan for every
-new key count, 2.8 ms of host time per call, and the key count grows by the special
-tokens of every committed frame. So the SDPA order prefers the flash kernel (no plan,
-0.09 ms host), and ``auto`` prefers FlashInfer's ragged FA3 kernel (0.05 ms host,
-0.84 ms device per layer vs cuDNN 0.70 and flash 1.22).
+cuDNN SDPA builds an execution plan for every new key count, on the host, and the key
+count grows by the special tokens of every committed frame, so its fast kernel costs a
+plan per call. So the SDPA order prefers the flash kernel (no plan), and ``auto`` prefers
+FlashInfer's ragged FA3 kernel (little host time per call, close to cuDNN's on the
+device); ``docs/performance.md`` has the figures.
 """
 
 from __future__ import annotations
@@ -82,7 +80,7 @@ FLASHINFER_HEAD_DIMS = (64, 128, 256)  # head sizes FlashInfer's prefill kernels
 
 
 def resolve_backend(requested: Union[AttentionBackend, str], device: torch.device,
-                    streams: int = 1, dtype: Optional[torch.dtype] = None,
+                    dtype: Optional[torch.dtype] = None,
                     head_dim: Optional[int] = None) -> tuple[AttentionBackend, str]:
     """
     Choose the backend for ``requested`` (a member or its value); return (backend, reason).
@@ -121,11 +119,7 @@ def resolve_backend(requested: Union[AttentionBackend, str], device: torch.devic
     mod, why = flashinfer_module()
     if mod is None:
         return AttentionBackend.SDPA, f'auto: {why} -> SDPA (fallback)'
-    if streams <= 1:
-        return (AttentionBackend.FLASHINFER,
-                'auto: CUDA, half precision -> FlashInfer ragged prefill')
-    return (AttentionBackend.FLASHINFER,
-            'auto: batch of streams on CUDA -> FlashInfer paged prefill')
+    return AttentionBackend.FLASHINFER, 'auto: CUDA, half precision -> FlashInfer ragged prefill'
 
 
 # Kernel preference for the dense path on CUDA, first choice first (names of SDPBackend
@@ -237,46 +231,6 @@ def _flashinfer_wrapper(kind: str, device: torch.device, kernel: str, **graph_bu
                                                **graph_buffers)
 
 
-class FlashInferPaged:
-    """
-    A planned FlashInfer paged-prefill wrapper: ``plan`` once per frame, ``run`` per layer.
-
-    The plan is made at the first ``run`` after ``plan``, when the queries' dtype is
-    known: over a float8 cache the queries keep their own (half) dtype.
-    """
-
-    def __init__(self, device: torch.device, kernel: str = 'auto') -> None:
-        self.wrapper = _flashinfer_wrapper('PrefillWithPagedKVCache', device, kernel)
-        self._pending: Optional[tuple] = None
-        self._planned_q: Optional[torch.dtype] = None
-
-    def plan(self, table: PageTable, heads: int, head_dim: int, q_dtype: torch.dtype,
-             kv_dtype: torch.dtype) -> None:
-        """Plan from the table's host mirrors (no device read)."""
-        self._pending = (table, heads, head_dim, q_dtype, kv_dtype)
-        self._planned_q = None
-
-    def _plan_for(self, q_dtype: torch.dtype) -> None:
-        table, heads, head_dim, _, kv_dtype = self._pending
-        self.wrapper.plan(table.qo_indptr_host, table.kv_indptr_host,
-                          table.kv_indices[:table.total_pages], table.last_page_len_host,
-                          heads, heads, head_dim, table.page_size, causal=False,
-                          q_data_type=q_dtype, kv_data_type=kv_dtype)
-        self._planned_q = q_dtype
-
-    def run(self, q: torch.Tensor, k_pages: torch.Tensor, v_pages: torch.Tensor) -> torch.Tensor:
-        """``q`` [S, H, N, D] -> [S, H, N, D]; pages ``[pages, page_size, H, D]``."""
-        if self._pending is None:
-            raise RuntimeError('run() before plan()')
-        s, h, n, d = q.shape
-        dtype = compute_dtype(q.dtype, k_pages.dtype)
-        if self._planned_q != dtype:
-            self._plan_for(dtype)
-        q_nhd = q.to(dtype).transpose(1, 2).reshape(s * n, h, d)
-        out = self.wrapper.run(q_nhd, (k_pages, v_pages))
-        return out.view(s, n, h, d).transpose(1, 2).to(q.dtype)
-
-
 class FlashInferRagged:
     """
     FlashInfer ragged prefill over one contiguous run: ``plan`` once per call, ``run`` per layer.
@@ -364,7 +318,7 @@ def auto_kv_splits(queries: int, heads: int, head_dim: int, device: torch.device
     Return how many key parts fill the GPU best for a call of ``queries`` queries.
 
     One frame of the release model (978 queries, 16 heads of 64) makes 6 x 16 = 96 CTAs
-    of FlashInfer's Hopper kernel, so 36 of an H200's 132 SMs idle for the whole call
+    of FlashInfer's Hopper kernel, so 36 of a 132-SM Hopper GPU's SMs idle for the call
     while each CTA walks every key. Cutting the keys into s parts makes 96 s shorter
     CTAs; the call takes about ceil(96 s / SMs) / s of the time (s = 4: 0.75). Only on
     Hopper (FlashInfer's other kernels split the keys themselves); 1 elsewhere.

@@ -13,7 +13,7 @@
 # limitations under the License.
 
 """
-The page table of a batch of streams, in FlashInfer's CSR form, updated in place.
+The page table of one or more streams, in FlashInfer's CSR form, updated in place.
 
 Because every stream's visible set is one run of consecutive pages, a stream's entry
 is three host integers (first page, page count, tokens in the last page). Once per

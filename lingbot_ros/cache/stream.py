@@ -13,7 +13,7 @@
 # limitations under the License.
 
 """
-One stream's paged KV cache: a drop-in for ``DenseStreamCache`` with bounded memory.
+One stream's paged KV cache: what the tests' dense reference cache computes, in bounded memory.
 
 Same visibility and transaction as the dense reference (``begin`` -> ``attend`` per
 layer -> ``commit`` or ``rollback``; ``reset``), but the keys and values live in a
@@ -77,9 +77,8 @@ class PagedStreamCache:
         self.page = pool.page_size
         self.first_page = pool.first_page[stream]
         self.special_page = self.first_page + lay.patch_pages   # patch slot 0 is just below
-        self.backend, self.backend_reason = resolve_backend(backend, pool.device, streams=1,
-                                                            dtype=pool.dtype,
-                                                            head_dim=pool.head_dim)
+        self.backend, self.backend_reason = resolve_backend(
+            backend, pool.device, dtype=pool.dtype, head_dim=pool.head_dim)
         self.table = PageTable(1, lay.pages, self.page, pool.page_ids)
         self._flashinfer: dict[int, FlashInferRagged] = {}   # by splits
         self._slots = SlotAllocator(lay.scale_frames, lay.sliding_window, lay.patch_pages)

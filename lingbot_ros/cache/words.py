@@ -17,11 +17,10 @@ Cache rows seen as 8-byte words, for copies that only move bits.
 
 PyTorch's copy and ``index_copy_`` kernels take one element per step when they cannot
 vectorize: a page of every layer at once (strided), queries repeated for each key part
-(expanded), rows scattered into the pool. For 2-byte elements that moves a quarter of
-what the memory could (an H100 trace at 3ac75e1: a frame's page moves ran at 1.45 TB/s).
-A copy does not look at the values, so the same bytes seen as int64 give the same result
-with a quarter of the steps, in every storage dtype (float8 included, which has no
-``index_copy_`` of its own).
+(expanded), rows scattered into the pool. For 2-byte elements that moves a quarter of what
+the memory could. A copy does not look at the values, so the same bytes seen as int64 give
+the same result with a quarter of the steps, in every storage dtype (float8 included,
+which has no ``index_copy_`` of its own).
 """
 
 from __future__ import annotations

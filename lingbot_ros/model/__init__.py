@@ -12,4 +12,16 @@
 # See the License for the specific language governing permissions and
 # limitations under the License.
 
-"""The network, pure PyTorch: no ROS, no pages."""
+"""
+The network, pure PyTorch; no pages, no ROS.
+
+Patch embedding, the aggregator's frame and global blocks, the camera and depth heads,
+3D RoPE and pose encodings, the model configuration and presets, checkpoint loading
+(key for key, strictly), ``hf://`` checkpoint resolution, CUDA-graph capture of a
+streaming frame and the ``torch.compile`` pieces.
+
+It sees a KV cache only through :class:`~.cached_attention.CachedAttention` (and
+:class:`~.graphs.StagedAttention` inside a graph), which the streaming layer fills. May
+import torch, safetensors and huggingface_hub; never ``lingbot_ros.cache``,
+``streaming``, ``ros`` or ``tools``.
+"""

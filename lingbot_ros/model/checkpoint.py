@@ -377,8 +377,8 @@ def compute_in_float32(module: nn.Module) -> nn.Module:
     Let ``module`` keep its weights in a low precision yet compute exactly as in float32.
 
     Every submodule that owns parameters is given hooks that, for the length of its own
-    forward, use float32 copies of them: only one layer's copy exists at a time (the
-    largest of the release heads: 16.8 M weights, 67 MB), so the heads' weights cost
+    forward, use float32 copies of them: only one layer's copy exists at a time (at most
+    the largest layer of the heads), so the heads' weights cost
     half the memory in bfloat16 while their arithmetic stays float32; the only change is
     each weight rounded to bfloat16 (a relative error of at most 2**-9). Idempotent.
     """
@@ -431,7 +431,7 @@ def load_model(cfg: ModelConfig, checkpoint: Optional[PathLike] = None,
     Each weight reaches the device once, already in its storage dtype: a checkpoint's
     tensors are cast on the host and then moved; random weights are drawn one tensor
     at a time. So the device never holds a float32 copy of weights kept in a lower
-    precision (for the release structure in bf16 that copy was 4.6 GB).
+    precision (for the release structure that copy would be as large as the model).
     """
     device = torch.device(device)
     matmul = matmul_parameters(_build_meta(cfg))
@@ -454,9 +454,9 @@ def _placed(tensor: torch.Tensor, dtype: torch.dtype, device: torch.device) -> t
     """
     One checkpoint tensor on ``device`` in its storage ``dtype``.
 
-    On a GPU it is moved first and cast there: the host then only copies (casting 4.3 GB
-    of float32 on the host took most of a restart), and the device holds one float32
-    tensor at a time beyond the model. On the CPU it is cast in place of a copy.
+    On a GPU it is moved first and cast there: the host then only copies (casting a
+    release checkpoint's float32 on the host is most of a restart's work), and the device
+    holds one float32 tensor at a time beyond the model. On the CPU it is cast in place of a copy.
     """
     if not tensor.is_floating_point():
         return tensor.to(device)

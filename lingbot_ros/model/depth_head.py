@@ -16,10 +16,10 @@
 DPT depth head: four token layers -> a per-pixel depth and confidence map.
 
 Each frame is decoded on its own (frames are batched in chunks only to bound memory:
-``chunk`` frames at a time, the config's ``frames_chunk_size`` unless a caller sets it;
-at full resolution one release frame's decoder holds about 0.2 GB, so a scale call of 8
-frames in one chunk needs 1.3 GB more than one of 1). Sums whose left side is a fresh
-result are added in place, which changes no number and saves one full-size map each.
+``chunk`` frames at a time, the config's ``frames_chunk_size`` unless a caller sets it: a
+chunk holds the decoder's full-resolution activations of all its frames at once). Sums
+whose left side is a fresh result are added in place, which changes no number and saves
+one full-size map each.
 Two details of the reference matter for its numbers and are kept on purpose: the
 residual units add the ReLU of their input (the reference's in-place ReLU overwrote it),
 and the 0.1-scaled sin/cos position embedding is computed in float64.

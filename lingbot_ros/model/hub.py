@@ -24,8 +24,8 @@ the cache is used. ``HF_HUB_CACHE`` / ``HF_HOME``, ``HF_HUB_OFFLINE`` and
 imported, so the environment of the moment decides. Only model repositories are meant;
 a revision is a branch, a tag or a commit hash without ``/``.
 
-Whatever the source, the resolved file's SHA-256 is computed (streamed, ~1-2 s per GB)
-so the node can log exactly which weights it runs. A failure is one line naming the
+Whatever the source, the resolved file's SHA-256 is computed (streamed, on a thread of
+its own) so the node can log exactly which weights it runs. A failure is one line naming the
 spec and the reason (:class:`HubError`); nothing here imports ROS.
 """
 
@@ -81,9 +81,9 @@ class Digest:
     """
     A file's SHA-256, computed on a thread of its own from the moment it is made.
 
-    Hashing the released 4.3 GB checkpoint takes 4.5 s on the H200's host, as long as the
-    rest of a restart after the imports; beside the weight load (hashlib lets go of the
-    GIL) it no longer delays the node becoming active.
+    Hashing a released checkpoint takes seconds, as long as the rest of a restart after
+    the imports; beside the weight load (hashlib lets go of the GIL) it does not delay
+    the node becoming active.
     """
 
     def __init__(self, path: Path) -> None:

@@ -12,4 +12,13 @@
 # See the License for the specific language governing permissions and
 # limitations under the License.
 
-"""The ROS 2 layer: the only package that imports rclpy and message types."""
+"""
+The ROS 2 layer: the node and everything that speaks ROS.
+
+The lifecycle node and its wiring, the command line, the parameter table, the image
+intake and conversion, the worker thread that drives the sessions, the output and map
+threads and their publishers, services, diagnostics, TF lookups and the executor. The
+only layer (with ``tools``) that imports rclpy and message types; may import
+``lingbot_ros.streaming`` and, for shared types, ``model`` and ``cache``; never
+``tools``.
+"""

@@ -12,4 +12,17 @@
 # See the License for the specific language governing permissions and
 # limitations under the License.
 
-"""One camera stream: scale phase, per-frame step, keyframes, windows. No ROS."""
+"""
+One camera stream over a loaded model, offline or live; no ROS.
+
+The engine (:mod:`.engine`: the loaded model, what its sessions share) opens sessions;
+a session (:mod:`.session`: the state machine and its transactions) runs the scale
+phase and the per-frame step, with its windows (:mod:`.windows`: caches, seeding, the
+Sim(3), the out-of-memory shrink), the frame in flight (:mod:`.flight`) and, for a whole
+stack, the offline run and its arrays (:mod:`.offline`). Around them: configuration
+(:mod:`.config`), dtype rules (:mod:`.dtypes`), the memory estimate (:mod:`.memory`),
+preprocessing (:mod:`.preprocess`), keyframe policies, results and products, the map
+cloud, metric scale (:mod:`.scale`), and export (PLY, COLMAP). May import
+``lingbot_ros.model`` and ``lingbot_ros.cache``, torch, numpy, OpenCV and Pillow; never
+``ros`` or ``tools``, rclpy or message types.
+"""

@@ -20,7 +20,7 @@ for the camera head. Both speak the frame transaction (``begin`` / ``attend`` /
 ``commit`` / ``rollback`` / ``reset``) and expose ``frames`` (committed frames) and
 ``patch_frames_resident``. Which class implements them is the factory's business;
 :func:`paged_cache_factory` uses the paged cache (pools allocated once per window
-shape, sized from the spec); :func:`dense_cache_factory` the dense reference.
+shape, sized from the spec); the tests' dense reference is a factory of their own.
 """
 
 from __future__ import annotations
@@ -30,7 +30,6 @@ import threading
 from typing import Callable, List, Protocol, Tuple
 
 from lingbot_ros.cache.backend_choice import AttentionBackend
-from lingbot_ros.cache.dense import DenseStreamCache
 import torch
 
 
@@ -77,14 +76,6 @@ class CacheSpec:
 
 
 CacheFactory = Callable[[CacheSpec], 'tuple[StreamCache, StreamCache]']
-
-
-def dense_cache_factory(spec: CacheSpec) -> 'tuple[StreamCache, StreamCache]':
-    """Dense reference caches: the aggregator's and the camera head's (no window)."""
-    agg = DenseStreamCache(special_tokens=spec.special_tokens, scale_frames=spec.scale_frames,
-                           sliding_window=spec.sliding_window)
-    camera = DenseStreamCache(special_tokens=1, scale_frames=0, sliding_window=1)
-    return agg, camera
 
 
 def paged_cache_factory(spec: CacheSpec) -> 'tuple[StreamCache, StreamCache]':

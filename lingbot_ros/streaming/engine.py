@@ -31,20 +31,21 @@ from typing import Any, Callable, Optional, Union
 
 from lingbot_ros.cache.backend_choice import AttentionBackend
 from lingbot_ros.model.config import ConfigError, ModelConfig
-from lingbot_ros.model.graphs import GraphedStep, stageable, StagingRefused
+from lingbot_ros.model.graphs import CaptureStreams, GraphedStep, stageable, StagingRefused
 from lingbot_ros.model.hub import HubError, resolve_checkpoint, ResolvedCheckpoint
 from lingbot_ros.streaming.caches import (CacheFactory, CacheSpec, KeptCaches,
                                           paged_cache_factory)
-from lingbot_ros.streaming.config import (EngineConfig, HeadDtype, KvCacheDtype,
-                                          StreamConfig, WeightsDtype)
+from lingbot_ros.streaming.config import EngineConfig, StreamConfig
 from lingbot_ros.streaming.device_memory import DeviceMemory, read_device_memory
+from lingbot_ros.streaming.dtypes import (camera_kv_dtype, dtype_name, DTYPES,
+                                          head_storage_dtype, heads_autocast, kv_storage_dtype)
+from lingbot_ros.streaming.preprocess import FrameUploads, preprocess_frame
 from lingbot_ros.streaming.session import Prepared, Session, SessionContext
 import numpy as np
 import torch
 
 KERNEL_BUILD_S = 82.0  # FlashInfer's first build on an H200 (device/README.md, 2026-12-01)
 KERNEL_LOAD_S = 10.0   # longer than this, the warm-up compiled (loading took 0.2-1.7 s)
-_DTYPES = {'float32': torch.float32, 'bfloat16': torch.bfloat16, 'float16': torch.float16}
 
 
 def allocator_settings(text: str) -> bool:
@@ -61,44 +62,13 @@ def use_expandable_segments() -> bool:
     """
     Switch PyTorch's CUDA allocator to expandable segments for what is allocated next.
 
-    Measured on the H200 capped at 8 GiB (release, bf16, 294x518, window 48): with fixed
-    segments 0.9 GiB stayed reserved in half-used blocks after the scale call and the
-    CUDA-graph capture then ran out of memory at 7.1 GiB allocated; with expandable
-    segments the same run peaked at 7.07 GiB allocated, 7.77 GiB reserved, graphs on.
+    With fixed segments, memory freed after the scale call stays reserved in half-used
+    blocks, and under a per-process cap the CUDA-graph capture then runs out of memory
+    though the run as a whole would fit; expandable segments give that memory back.
     Return False where this PyTorch has no such switch (set ``PYTORCH_CUDA_ALLOC_CONF``
     there instead).
     """
     return allocator_settings('expandable_segments:True')
-
-
-def kv_storage_dtype(cfg: EngineConfig) -> torch.dtype:
-    """Return the aggregator cache's storage dtype: the compute dtype, or float8 e4m3."""
-    if cfg.kv_cache_dtype == KvCacheDtype.FLOAT8_E4M3:
-        return torch.float8_e4m3fn
-    return _DTYPES[cfg.dtype]
-
-
-def head_storage_dtype(cfg: EngineConfig) -> torch.dtype:
-    """
-    Return the dtype float32-computing heads keep their weights in.
-
-    Heads under autocast (:func:`heads_autocast`) keep theirs as the aggregator does
-    (linear and convolution weights in ``dtype``, the rest float32) instead.
-    """
-    return _DTYPES[cfg.dtype] if cfg.weights_dtype == WeightsDtype.COMPUTE else torch.float32
-
-
-def heads_autocast(cfg: EngineConfig) -> Optional[torch.dtype]:
-    """Return the dtype the heads compute in under autocast; None: float32, autocast off."""
-    compute = _DTYPES[cfg.dtype]
-    if compute == torch.float32 or cfg.head_dtype is HeadDtype.FLOAT32:
-        return None
-    return torch.float16 if cfg.head_dtype is HeadDtype.FLOAT16 else compute
-
-
-def camera_kv_dtype(cfg: EngineConfig) -> torch.dtype:
-    """Return the camera head cache's storage dtype: what the head's attention runs in."""
-    return heads_autocast(cfg) or torch.float32
 
 
 class EngineError(RuntimeError):
@@ -132,7 +102,7 @@ def _resolve_backend(name: Union[AttentionBackend, str], device: torch.device,
     kv_dtype = kv_dtype or dtype
     try:
         requested = AttentionBackend.of(name)
-        backend, reason = resolve_backend(requested, device, streams=1, dtype=kv_dtype,
+        backend, reason = resolve_backend(requested, device, dtype=kv_dtype,
                                           head_dim=agg.head_dim)
     except (ValueError, RuntimeError) as exc:
         shown = getattr(name, 'value', name)  # the name, as the parameter gave it
@@ -174,7 +144,7 @@ def prepare_kernels(cfg: EngineConfig,
         raise EngineError(str(exc)) from exc
     t0 = time.monotonic()
     backend, reason = _resolve_backend(cfg.attention_backend, _resolve_device(cfg.device),
-                                       _DTYPES[cfg.dtype], model_cfg, kv_storage_dtype(cfg),
+                                       DTYPES[cfg.dtype], model_cfg, kv_storage_dtype(cfg),
                                        progress)
     return backend, reason, time.monotonic() - t0
 
@@ -219,15 +189,16 @@ class Engine:
         self.load_phases: dict = {}  # Engine.load: seconds by step
         self.compiled_blocks = 0  # torch_compile: blocks whose pieces are compiled (0: off)
         self.compile_status = 'off'  # the same, said for a person (diagnostics, bench)
-        self.runner = _Runner(model, cuda_graphs and device.type == 'cuda')
-        self._graphed_resize = self.runner.cuda_graphs  # live frames' resize, graphed too
+        streams = CaptureStreams()  # every capture of this engine: one per device
+        self.runner = _Runner(model, cuda_graphs and device.type == 'cuda', streams)
+        # how frames reach the device; live frames' resize graphed when the frames are
+        self.uploads = FrameUploads(graphed=self.runner.cuda_graphs, streams=streams)
         self._sessions: dict = {}
 
     @property
     def graph_status(self) -> str:
         """Whether streaming frames (and live frames' resize) replay as CUDA graphs."""
-        from lingbot_ros.streaming.preprocess import resize_status
-        resize = resize_status() if self._graphed_resize else ''
+        resize = self.uploads.resize_status()
         return f'{self.runner.graph_status}; frame resize {resize}' if resize \
             else self.runner.graph_status
 
@@ -256,7 +227,7 @@ class Engine:
         device = _resolve_device(cfg.device)
         if device.type == 'cuda' and cfg.expandable_segments:
             use_expandable_segments()  # before the first weight is allocated
-        dtype = _DTYPES[cfg.dtype]
+        dtype = DTYPES[cfg.dtype]
         kv_dtype = kv_storage_dtype(cfg)
         phases, t = {}, time.monotonic()
         backend, backend_reason = _resolve_backend(cfg.attention_backend, device, dtype,
@@ -310,6 +281,7 @@ class Engine:
         return SessionContext(model=self.runner, model_config=self.model_config,
                               device=self.device, dtype=self.dtype, backend=self.backend,
                               cache_factory=self.cache_factory, prepare=self._prepare,
+                              upload=self.uploads.upload,
                               kv_dtype=self.kv_dtype, camera_kv_dtype=self.camera_kv_dtype,
                               kv_splits=self.config.attention_kv_splits if self.config else 0)
 
@@ -323,7 +295,7 @@ class Engine:
         """
         from lingbot_ros.streaming.memory import estimate
         cfg = self.config or EngineConfig(device=str(self.device),
-                                          dtype=_dtype_name(self.dtype))
+                                          dtype=dtype_name(self.dtype))
         cfg = cfg.replace(cuda_graphs=self.runner.cuda_graphs)
         return estimate(cfg, stream_cfg, input_hw, cameras, model_config=self.model_config,
                         backend=self.backend, device_type=self.device.type)
@@ -387,16 +359,10 @@ class Engine:
 
     def _prepare(self, image_rgb: np.ndarray, cfg: StreamConfig) -> Prepared:
         """Resize/crop a live frame on the model's device, as the reference's crop mode."""
-        from lingbot_ros.streaming.preprocess import preprocess_frame
         tensor, plan = preprocess_frame(image_rgb, self.device, cfg.image_size,
-                                        self.model_config.patch_size,
-                                        graphed=self._graphed_resize)
+                                        self.model_config.patch_size, uploads=self.uploads)
         return Prepared(image=tensor, model_to_input=model_to_input_matrix(plan),
                         input_hw=tuple(image_rgb.shape[:2]))
-
-
-def _dtype_name(dtype: torch.dtype) -> str:
-    return next(name for name, value in _DTYPES.items() if value == dtype)
 
 
 def model_to_input_matrix(plan: Any) -> np.ndarray:
@@ -416,20 +382,21 @@ class _Runner:
 
     A streaming frame (one frame, not the first, not a scale frame) on a CUDA device
     goes through a :class:`~lingbot_ros.model.graphs.GraphedStep` captured once per
-    (size, depth on/off, camera iterations, caches); everything else runs eagerly. With
-    paged caches the whole frame is one graph, bound to those caches: new caches (a new
-    size or window) mean a new capture, and the steps of caches that are gone are
-    dropped. A call the caches refuse to stage runs eagerly. If a capture fails the
-    runner says why in ``graph_status`` and stays eager. All captures share one graph
-    pool (they never run at the same time): a second capture reuses the first one's
-    intermediate memory instead of reserving a pool of its own.
+    (size, depth on/off, camera iterations, caches); everything else runs eagerly. The
+    whole frame is one graph, bound to its paged caches: new caches (a new size or
+    window) mean a new capture, and the steps of caches that are gone are dropped. A
+    call the caches cannot stage runs eagerly. If a capture fails the runner says why in
+    ``graph_status`` and stays eager. All captures share one graph pool (they never run
+    at the same time): a second capture reuses the first one's intermediate memory
+    instead of reserving a pool of its own.
     """
 
     MAX_GRAPHS = 8  # distinct (size, options) captures kept; each holds one frame's buffers
 
-    def __init__(self, model: Any, cuda_graphs: bool) -> None:
+    def __init__(self, model: Any, cuda_graphs: bool, streams: CaptureStreams) -> None:
         self.model = model
         self.cuda_graphs = cuda_graphs
+        self._streams = streams
         self.graph_status = 'off' if not cuda_graphs else 'waiting for the first frame'
         self._graphs: dict = {}
         self._pool: Optional[tuple] = None  # the captures' shared graph pool
@@ -452,8 +419,10 @@ class _Runner:
                 and not kwargs.get('first_frame') and not kwargs.get('scale_frames')):
             return None
         caches = (kwargs.get('global_cache'), kwargs.get('camera_cache'))
+        if not all(stageable(c) for c in caches):
+            return None
         key = (tuple(images.shape[-2:]), bool(kwargs.get('with_depth', True)), iterations,
-               tuple(id(c) if stageable(c) else None for c in caches))
+               tuple(id(c) for c in caches))
         step = self._graphs.get(key)
         if step is not None and not step.serves(*caches):  # an id reused by new caches
             del self._graphs[key]
@@ -468,10 +437,9 @@ class _Runner:
             try:
                 step = GraphedStep(self.model, *key[0], with_depth=key[1],
                                    camera_iterations=iterations, pool=self._pool,
-                                   caches=caches)
+                                   caches=caches, streams=self._streams)
                 self._graphs[key] = step
-                self.graph_status = (f'on ({len(self._graphs)} captured, '
-                                     f'{len(step.graphs)} graph segments per frame)')
+                self.graph_status = f'on ({len(self._graphs)} captured, one graph per frame)'
             except StagingRefused:
                 return None   # this call only; the next one tries again
             except RuntimeError as exc:  # capture refused (out of memory too): stay eager

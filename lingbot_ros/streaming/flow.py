@@ -23,8 +23,10 @@ much new view the frame brings. Everything stays on the device; the result is a 
 
 from __future__ import annotations
 
-from typing import Tuple
+import math
+from typing import Optional, Tuple
 
+import numpy as np
 import torch
 
 from ..model.pose import pose_encoding_to_camera, se3_inverse, to_homogeneous
@@ -66,6 +68,21 @@ def flow_magnitude(depth: torch.Tensor, c2w: torch.Tensor, intrinsics: torch.Ten
     count = valid.sum(dim=(-2, -1))
     total = torch.where(valid, norm, torch.zeros_like(norm)).sum(dim=(-2, -1))
     return torch.where(count > 0, total / count.clamp(min=1), torch.zeros_like(total))
+
+
+def host_flow(depth: Optional[np.ndarray], c2w: np.ndarray, intrinsics: np.ndarray,
+              kf_c2w: np.ndarray, kf_intrinsics: np.ndarray) -> float:
+    """
+    Return :func:`flow_magnitude` of a frame's host copies, in float64 (inf without depth).
+
+    The session computes it in the map frame: a Sim(3) applied to both cameras and the
+    depth leaves the flow unchanged, so keyframes of earlier windows compare correctly.
+    """
+    if depth is None:
+        return math.inf
+    as_t = torch.from_numpy
+    return float(flow_magnitude(as_t(depth.astype(np.float64)), as_t(c2w), as_t(intrinsics),
+                                as_t(kf_c2w), as_t(kf_intrinsics)))
 
 
 def flow_magnitude_from_pose_encoding(depth: torch.Tensor, pose_enc: torch.Tensor,

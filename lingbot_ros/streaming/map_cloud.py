@@ -46,6 +46,7 @@ import math
 from typing import Any, NamedTuple, Optional
 
 from lingbot_ros.model.config import ConfigError
+from lingbot_ros.streaming.key_table import KeyTable
 from lingbot_ros.streaming.result import FrameResult
 import numpy as np
 
@@ -54,16 +55,8 @@ import numpy as np
 # the origin) or non-finite ones are not merged; they are counted.
 AXIS_BITS = 21
 INDEX_LIMIT = 1 << (AXIS_BITS - 1)
-_EMPTY = -1      # hash slot never used
-_TOMBSTONE = -2  # hash slot of a dropped voxel: probing continues past it
-_FIBONACCI = np.uint64(0x9E3779B97F4A7C15)  # 2**64 / golden ratio: spreads packed keys
-MIN_TABLE_BITS = 12
-MAX_LOAD = 0.5      # (voxels + tombstones) / slots before the table is rebuilt
-TARGET_LOAD = 0.25  # load of a freshly rebuilt table
 MIN_LOG = 4096
 MAX_POINTS_LIMIT = 100_000_000  # keeps log positions in int32 (and memory under ~20 GB)
-PROBE_WINDOW = 8  # slots read per probing round: 64 bytes of keys
-_STEPS = np.arange(PROBE_WINDOW)
 # One voxel of the log is one row of 8 int64 (64 bytes, one cache line, so merging a
 # voxel touches one line): columns 0-2 are the float64 sum of its points, then the
 # count, the packed key, the hash slot, the keyframe of its last observation, and the
@@ -204,8 +197,8 @@ def unproject(result: FrameResult, pose_map: np.ndarray, decimation: int,
     ``percentile`` (over its valid pixels). Without confidence nothing is filtered on it
     and the points carry confidence 0; without colours they are black. Points come in
     row-major pixel order. (It runs for every frame's ``~/points``: gathers by flat index
-    and a cached pixel grid, not boolean masks, ``nonzero`` and ``np.percentile``, which
-    took about twice as long.)
+    and a cached pixel grid, which do less work than boolean masks, ``nonzero`` and
+    ``np.percentile``.)
     """
     if result.depth is None:
         raise ValueError(f'frame {result.index} has no depth to unproject')
@@ -370,8 +363,7 @@ class MapCloud:
         Return :meth:`snapshot` as :func:`packed_rows` with confidence, built in one pass.
 
         Same values and order, without the three intermediate arrays: the map is copied
-        out once a second for ~/map_points, and at the bound (half a million voxels) the
-        snapshot and its packing took about 45 ms on the host.
+        out once a second for ~/map_points, half a million voxels at the default bound.
         """
         live = self._log[self._live_positions()]
         out = np.empty((len(live), 5), np.float32)
@@ -442,22 +434,16 @@ class MapCloud:
         return self._live
 
     # --- storage ----------------------------------------------------------------------
-    # Hash table: _tkeys[slot] is a packed key, _EMPTY or _TOMBSTONE; _tval[slot] is the
-    # voxel's position in the log. The log is an array of 64-byte records (one cache line
-    # per voxel, so merging a voxel touches one line); positions [_head, _tail) hold the
-    # voxels in order of last observation, dead records (moved or dropped) not alive.
+    # The key table maps a voxel's packed key to its position in the log. The log is an
+    # array of 64-byte records (one cache line per voxel, so merging a voxel touches one
+    # line); positions [_head, _tail) hold the voxels in order of last observation, dead
+    # records (moved or dropped) not alive.
 
     def _reset(self) -> None:
         self._keyframes = self._live = self._dropped = self._out_of_range = 0
-        self._new_table(MIN_TABLE_BITS)
+        self._table = KeyTable()
         self._log = _records(MIN_LOG)
         self._head = self._tail = 0
-
-    def _new_table(self, bits: int) -> None:
-        self._bits = bits
-        self._tkeys = np.full(1 << bits, _EMPTY, np.int64)
-        self._tval = np.zeros(1 << bits, np.int32)
-        self._tombstones = 0
 
     def _live_positions(self) -> np.ndarray:
         attrs = self._log[self._head:self._tail, _ATTRS]
@@ -468,9 +454,9 @@ class MapCloud:
         """Fold one observation's per-voxel aggregates into the map, then apply the bound."""
         b = len(keys)
         self._reserve(b)
-        slots = self._lookup(keys)
+        slots = self._table.lookup(keys)
         found = np.flatnonzero(slots >= 0)
-        old = self._tval[slots[found]]
+        old = self._table.values(slots[found])
         prev = self._log[old]
         sums[found] += prev[:, :3].view(np.float64)
         counts[found] += prev[:, _COUNT]
@@ -480,7 +466,7 @@ class MapCloud:
         conf[found[keep]] = prev_conf[keep]
         self._log[old, _ATTRS] = prev[:, _ATTRS] & ~_ALIVE
         created = np.flatnonzero(slots < 0)
-        slots[created] = self._insert(keys[created])
+        slots[created] = self._table.insert(keys[created])
         self._live += len(created)
         rows = np.empty((b, _COLUMNS), np.int64)
         rows[:, :3].view(np.float64)[:] = sums
@@ -491,7 +477,7 @@ class MapCloud:
         rows[:, _ATTRS] = _pack_attrs(conf, rgb)
         order = np.argsort(conf)  # lowest confidence first in the batch: dropped first
         self._log[self._tail:self._tail + b] = rows[order]
-        self._tval[slots[order]] = np.arange(self._tail, self._tail + b)
+        self._table.set_values(slots[order], np.arange(self._tail, self._tail + b))
         self._tail += b
         dropped = self._evict(self._live - self.config.max_points)
         return AddReport(AddOutcome.ADDED, points=points, new_voxels=len(created),
@@ -499,18 +485,17 @@ class MapCloud:
 
     def _reserve(self, b: int) -> None:
         """Make room for ``b`` more voxels in the table and the log before any lookup."""
-        if self._live + self._tombstones + b > MAX_LOAD * (1 << self._bits):
+        if self._table.full(self._live, b):
             self._rebuild_table(self._live + b)
         if self._tail + b > len(self._log):
             self._compact(b)
 
     def _rebuild_table(self, expected: int) -> None:
-        bits = max(MIN_TABLE_BITS, math.ceil(math.log2(max(1, expected) / TARGET_LOAD)))
-        self._new_table(bits)
+        self._table = KeyTable.for_keys(expected)
         live = self._live_positions()
-        slots = self._insert(self._log[live, _KEY])
+        slots = self._table.insert(self._log[live, _KEY])
         self._log[live, _SLOT] = slots
-        self._tval[slots] = live
+        self._table.set_values(slots, live)
 
     def _compact(self, b: int) -> None:
         """Move the live voxels to the front of the log (in order), growing it if needed."""
@@ -521,7 +506,7 @@ class MapCloud:
         self._log[:n] = moved
         self._log[n:, _ATTRS] = 0
         self._head, self._tail = 0, n
-        self._tval[moved[:, _SLOT]] = np.arange(n)
+        self._table.set_values(moved[:, _SLOT], np.arange(n))
 
     def _evict(self, excess: int) -> int:
         """Drop the ``excess`` first live voxels of the log (least recently observed)."""
@@ -538,73 +523,11 @@ class MapCloud:
             start, chunk = stop, 2 * chunk
         victims = np.concatenate(found)
         attrs[victims] &= ~_ALIVE
-        self._tkeys[self._log[victims, _SLOT]] = _TOMBSTONE
-        self._tombstones += len(victims)
+        self._table.drop(self._log[victims, _SLOT])
         self._live -= len(victims)
         self._dropped += len(victims)
         self._head = int(victims[-1]) + 1
         return len(victims)
-
-    def _home(self, keys: np.ndarray) -> np.ndarray:
-        """First slot to probe: Fibonacci hashing of the packed key (top bits)."""
-        mixed = keys.astype(np.uint64) * _FIBONACCI
-        return (mixed >> np.uint64(64 - self._bits)).astype(np.int64)
-
-    def _window(self, pos: np.ndarray, width: int) -> np.ndarray:
-        """Slots ``pos .. pos + width - 1`` (wrapping) of each pending key."""
-        return (pos[:, None] + _STEPS[:width]) & ((1 << self._bits) - 1)
-
-    def _lookup(self, keys: np.ndarray) -> np.ndarray:
-        """
-        Slots of ``keys`` in the table, -1 where absent.
-
-        Linear probing for the whole batch at once: a key's probe ends at its own slot
-        or at the first empty one (tombstones do not end it). The first round reads the
-        home slot only (it settles most keys); later rounds read a window of slots, so
-        the few keys in long clusters need few rounds.
-        """
-        out = np.full(len(keys), -1, np.int64)
-        pending, pos, width = np.arange(len(keys)), self._home(keys), 1
-        while pending.size:
-            window = self._window(pos, width)
-            seen = np.take(self._tkeys, window)
-            hit = seen == keys[pending, None]
-            stop = hit | (seen == _EMPTY)
-            ends = stop.any(axis=1)
-            rows = np.flatnonzero(ends)
-            col = stop[rows].argmax(axis=1)
-            ok = hit[rows, col]
-            out[pending[rows[ok]]] = window[rows[ok], col[ok]]
-            pending, pos, width = pending[~ends], pos[~ends] + width, PROBE_WINDOW
-        return out
-
-    def _insert(self, keys: np.ndarray) -> np.ndarray:
-        """
-        Claim slots for ``keys`` (distinct, absent) and return them.
-
-        Each key takes the first free slot (empty or tombstone) of its probe sequence, so
-        no empty slot lies between its home and it. Keys aiming at the same slot in one
-        round: one wins, the others look again from where they were.
-        """
-        out = np.empty(len(keys), np.int64)
-        pending, pos, width = np.arange(len(keys)), self._home(keys), 1
-        while pending.size:
-            window = self._window(pos, width)
-            free = np.take(self._tkeys, window) < 0
-            has = free.any(axis=1)
-            rows = np.flatnonzero(has)
-            target = window[rows, free[rows].argmax(axis=1)]
-            claim = keys[pending[rows]]
-            before = self._tkeys[target]
-            self._tkeys[target] = claim  # where several keys aim at one slot, one wins
-            won = self._tkeys[target] == claim
-            out[pending[rows[won]]] = target[won]
-            self._tombstones -= int(np.count_nonzero(before[won] == _TOMBSTONE))
-            retry = ~has
-            retry[rows[~won]] = True
-            pos = np.where(has, pos, pos + width)
-            pending, pos, width = pending[retry], pos[retry], PROBE_WINDOW
-        return out
 
 
 def _records(size: int) -> np.ndarray:

@@ -20,10 +20,9 @@ up front (log, ``/diagnostics``) whether its model, its cameras' KV pools and th
 working memory of one step fit the card, and which part to shrink when they do not.
 Weights and KV pools are exact (the bytes the tensors hold); workspaces are the
 constants the code allocates; activations and graph pools follow the formulas below,
-checked against ``torch.cuda.max_memory_allocated`` on an H200
-(``benchmarks/memory_table.py``, ``test/test_memory_gpu.py``): measured/estimated peak
-1.001-1.017 over windows 16-64 at 294x518 and 378x504, default and 8 GB settings
-(``benchmarks/results/memory_table_*.txt``).
+checked against ``torch.cuda.max_memory_allocated`` on a GPU by
+``benchmarks/memory_table.py`` and ``test/test_memory_gpu.py`` (figures in
+``docs/memory.md``).
 
 Two totals: ``total`` is what the device must hold at the worst moment (a window
 re-seed, which runs ``scale_frames`` frames eagerly while the CUDA-graph pool stays
@@ -46,7 +45,7 @@ from lingbot_ros.cache.layout import aggregator_layout, camera_head_layout, Stre
 from lingbot_ros.model.checkpoint import _build_meta, matmul_parameters, storage_dtype
 from lingbot_ros.model.config import ModelConfig, SPECIAL_TOKENS
 from lingbot_ros.streaming.config import EngineConfig, StreamConfig
-from lingbot_ros.streaming.engine import (_DTYPES, camera_kv_dtype, head_storage_dtype,
+from lingbot_ros.streaming.dtypes import (camera_kv_dtype, DTYPES, head_storage_dtype,
                                           heads_autocast, kv_storage_dtype)
 from lingbot_ros.streaming.preprocess import plan_transform, resample_graph_bytes
 import torch
@@ -86,7 +85,7 @@ class MemoryEstimate:
     position maps and the kept input images. ``graph_pools``: the CUDA-graph pools of a
     one-frame step and of a live frame's resize (0 without CUDA graphs).
     ``graph_static``: the part of those pools that stays allocated between replays
-    (static inputs, outputs and cut buffers; all of the resize's).
+    (static inputs and outputs, one attention call's q/k/v/out; all of the resize's).
     """
 
     weights: int
@@ -320,7 +319,7 @@ def estimate(engine_cfg: EngineConfig, stream_cfg: StreamConfig, input_hw: Tuple
       phase and every window re-seed) + :func:`depth_position_bytes` + the kept and
       stacked input images, 2 x scale_frames x 3 H W x 4;
     - graph_pools (CUDA graphs on CUDA only): :func:`call_activation_bytes` for one
-      frame + its static part: the image (3 H W 4), one set of q/k/v/out cut buffers
+      frame + its static part: the image (3 H W 4), one attention call's q/k/v/out
       (4 x (6 + patches) x embed_dim x c) and the outputs (depth, confidence: 2 H W 4);
       plus the live frames' resize, graphed too: :func:`resample_graph_bytes` of the
       camera's size, kept between replays (so in the static part as well);
@@ -336,7 +335,7 @@ def estimate(engine_cfg: EngineConfig, stream_cfg: StreamConfig, input_hw: Tuple
     stream_cfg = stream_cfg.validate()
     mc = model_config or _model_config(engine_cfg)
     device = device_type or _device_type(engine_cfg)
-    compute = _DTYPES[engine_cfg.dtype]
+    compute = DTYPES[engine_cfg.dtype]
     kv_dtype = kv_storage_dtype(engine_cfg)
     head_dtype = head_storage_dtype(engine_cfg)
     low_heads = heads_autocast(engine_cfg)

@@ -15,13 +15,12 @@
 """
 A frame's depth image and point cloud, made by the session from its host copies.
 
-Why here: built on the node's output thread they cost it 2.4 ms a frame on the H200 at
-15 Hz (points 1.4 of it, numpy waiting for the GIL the worker and the executor hold). Made
-on the model's device instead (58 small kernels, six waits for the device) they cost the
-worker's step 4.3 ms. The session has
-the frame's depth, confidence and colours on the host already; numpy and OpenCV make both
-from them in a fraction of a millisecond, in the worker's thread (or the model's own
-process), and the node's output thread only wraps their bytes.
+Why here: built on the node's output thread they would wait for the GIL the worker and
+the executor hold; made on the model's device they would take dozens of small kernels and
+several waits for the device out of the worker's step. The session has the frame's
+depth, confidence and colours on the host already; numpy and OpenCV make both from them
+in a fraction of a millisecond, in the worker's thread (or the model's own process), and
+the node's output thread only wraps their bytes.
 """
 
 from __future__ import annotations

@@ -16,10 +16,10 @@
 Pose arithmetic on the host (numpy, float64) and trajectory files.
 
 The formulas are those of :mod:`lingbot_ros.model.pose` (torch, on the model's device),
-written again in numpy float64 for the host: there each frame's pose, intrinsics and
-quaternion took about 180 small torch CPU ops (0.8 ms, 3 ms with a window's Sim(3)), each
-letting go of the GIL and waiting to take it back, on the worker's and the output
-thread's critical paths. ``test_pose.py`` holds the two to the same numbers.
+written again in numpy float64 for the host: in torch each frame's pose, intrinsics and
+quaternion are a couple of hundred small CPU ops, each letting go of the GIL and waiting
+to take it back, on the worker's and the output thread's critical paths. ``test_pose.py``
+holds the two to the same numbers.
 
 Convention (upstream-architecture.md section 8): the pose encoding
 ``[T(3), q xyzw(4), fov_h, fov_w]`` read as ``E = [R(q) | T]`` is camera-to-world,

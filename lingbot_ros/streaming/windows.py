@@ -13,21 +13,37 @@
 # limitations under the License.
 
 """
-Similarity transforms that keep a long stream's windows in one map frame.
+A stream's windows: their caches, the Sim(3) that keeps them in one map frame, new ones.
 
-A new window re-runs the last committed frames of the previous one (the overlap)
-as its scale frames, so the same frames have poses in both windows. As in the
-reference's windowed inference (upstream-architecture.md section 10.2), one anchor
-frame (the last overlap frame) fixes rotation and translation, and the lower median
-of the depth ratios over all overlap pixels fixes the scale.
+Windows bound memory and the RoPE table: before the time index would reach
+``max_window_frames`` (at most the model's ``max_frame_num``) the session opens a new
+window: fresh caches, the last ``scale_frames`` committed frames (the overlap) re-run as
+its scale frames, so the same frames have poses in both windows. As in the reference's
+windowed inference, one anchor frame (the last overlap frame) fixes rotation and
+translation, and the lower median of the depth ratios over all overlap pixels fixes the
+scale; the Sim(3) maps the new window's poses and depths into the first window's frame.
+
+Device memory: if allocating the pools runs out of memory, the window is halved until
+they fit. If a call runs out of memory (its activations did not fit beside the pools),
+the session rolls it back and :class:`Windows` drops the pools and halves the window
+(down to ``MIN_SLIDING_WINDOW``); a new window is then seeded from the overlap frames,
+as at a window change. Only at the floor is the error raised.
 """
 
 from __future__ import annotations
 
+from collections import deque
 from dataclasses import dataclass, field
-from typing import Optional, Sequence
+from typing import Callable, Deque, List, Optional, Sequence, Tuple
 
+from lingbot_ros.model.config import SPECIAL_TOKENS
+from lingbot_ros.streaming.caches import CacheSpec, StreamCache
+from lingbot_ros.streaming.call_stats import Attended, Resident
+from lingbot_ros.streaming.config import StreamConfig
+from lingbot_ros.streaming.context import SessionContext
+from lingbot_ros.streaming.trajectory import matrix_to_pose_enc, pose_enc_to_matrix
 import numpy as np
+import torch
 
 SCALE_LIMITS = (1e-3, 1e3)
 
@@ -102,3 +118,258 @@ def align_overlap(prev_poses: Sequence[np.ndarray], curr_poses: Sequence[np.ndar
     rot = pa[:3, :3] @ ca[:3, :3].T
     trans = pa[:3, 3] - scale * (rot @ ca[:3, 3])
     return Sim3(scale=scale, rotation=rot, translation=trans)
+
+
+def map_pose_enc(sim3: Sim3, enc: np.ndarray) -> np.ndarray:
+    """Return a pose encoding of a window's frame in the map frame (float32)."""
+    if sim3.is_identity:
+        return enc.astype(np.float32)
+    return matrix_to_pose_enc(sim3.apply_pose(pose_enc_to_matrix(enc)),
+                              enc[7:9]).astype(np.float32)
+
+
+MIN_SLIDING_WINDOW = 4  # the smallest window an out-of-memory shrink goes down to
+OOM_REASON_CHARS = 200
+OutOfMemory = torch.cuda.OutOfMemoryError
+
+
+def _oom_reason(exc: BaseException) -> str:
+    """Return the first line of an out-of-memory error, short enough for diagnostics."""
+    text = str(exc).strip().splitlines()
+    line = text[0] if text else type(exc).__name__
+    return line[:OOM_REASON_CHARS]
+
+
+@dataclass
+class Kept:
+    """A committed frame remembered for seeding the next window."""
+
+    index: int
+    image: torch.Tensor
+    pose_map: np.ndarray
+    depth_map: Optional[np.ndarray]
+
+
+@dataclass
+class Window:
+    """
+    One window: its two caches, its alignment into the map, its clock, its overlap.
+
+    A model call over it is a transaction: :meth:`begin` -> forward -> :meth:`end`
+    (commit or roll back), or :meth:`abort` when the call failed.
+    """
+
+    index: int
+    agg: Optional[StreamCache]
+    camera: Optional[StreamCache]
+    sim3: Sim3 = field(default_factory=Sim3)
+    time: int = 0   # frames committed to this window = next RoPE time index
+    seen: int = 0   # frames run in this window (committed or not)
+    overlap: Deque[Kept] = field(default_factory=deque)  # the frames that seed the next
+
+    def begin(self, frames: int, defer: bool) -> None:
+        """Open a call of ``frames`` frames in both caches (both or neither)."""
+        self.agg.begin(frames, defer_eviction=defer)
+        try:
+            self.camera.begin(frames, defer_eviction=defer)
+        except BaseException:
+            self.agg.rollback()
+            raise
+
+    def abort(self) -> None:
+        """Roll back the open call in both caches."""
+        self.agg.rollback()
+        self.camera.rollback()
+
+    def end(self, frames: int, keep: bool) -> int:
+        """Commit (advance the clock) or roll back the open call; return frames evicted."""
+        evicted = 0
+        if keep:
+            evicted = int(self.agg.commit() or 0)
+            self.camera.commit()
+            self.time += frames
+        else:
+            self.abort()
+        self.seen += frames
+        return evicted
+
+    def remember(self, kept: Kept) -> None:
+        """Keep a committed frame among those that will seed the next window."""
+        self.overlap.append(kept)
+
+    def release(self) -> None:
+        """Let go of the caches (their pools stay with :class:`Windows` until dropped)."""
+        self.agg = self.camera = None
+
+    # --- cache counters as the fixtures report them -------------------------------------
+
+    def attended(self, n: int, defer: bool, scale_frames: int, sliding_window: int,
+                 patches: int, iterations: int) -> Attended:
+        """Keys a call of ``n`` frames attends to: from committed counters and its size."""
+        committed = self.agg.frames
+        resident = self.agg.patch_frames_resident
+        scale_done = min(committed, scale_frames)
+        pending_scale = min(n, max(scale_frames - committed, 0))
+        window_vis = resident - scale_done + n - pending_scale
+        if not defer:
+            window_vis = min(window_vis, sliding_window)
+        tokens = SPECIAL_TOKENS * (committed + n) + patches * (scale_done + pending_scale
+                                                               + window_vis)
+        return Attended(agg_tokens_block0=tokens,
+                        camera_frames_per_iter=(self.camera.frames + n,) * iterations)
+
+    def resident(self, patches: int, iterations: int) -> Resident:
+        """Report what the caches hold now (after a commit or a rollback)."""
+        frames, resident = self.agg.frames, self.agg.patch_frames_resident
+        return Resident(total_frames_processed=self.time, patch_frames_resident=resident,
+                        special_frames_resident=frames,
+                        visible_kv_tokens=resident * patches + frames * SPECIAL_TOKENS,
+                        camera_frame_idx=self.seen,
+                        camera_cache_frames=(self.camera.frames,) * iterations)
+
+
+# (window, images, frame indices, with depth) -> the call's pose_enc [S, 9], depth or None
+SeedCall = Callable[[Window, torch.Tensor, List[int], bool],
+                    Tuple[np.ndarray, Optional[np.ndarray]]]
+
+
+class Windows:
+    """
+    The stream's current window and what it takes to open one: caches, seeding, shrinking.
+
+    One per session state (a reset makes a new one, which retries the configured window):
+    it reads only fields of ``cfg`` that cannot change without a reset. ``frames`` is the
+    sliding window in effect: ``sliding_window`` unless device memory ran out (then
+    halved, down to ``MIN_SLIDING_WINDOW``).
+    """
+
+    def __init__(self, ctx: SessionContext, cfg: StreamConfig) -> None:
+        self._ctx = ctx
+        self._scale_frames = cfg.scale_frames
+        mc = ctx.model_config
+        max_frames = mc.aggregator.max_frame_num
+        # the most frames a window commits (bounds RoPE time and cache sizes)
+        self.limit = min(max_frames, cfg.max_window_frames or max_frames)
+        self.iterations = cfg.camera_iterations or mc.camera_head.iterations
+        self._caches: Optional[tuple] = None  # (spec, aggregator cache, camera cache)
+        self.current: Optional[Window] = None
+        self.frames = cfg.sliding_window
+        self.opened = 0            # windows seeded from an overlap so far
+        self.memory_shrinks = 0    # windows halved because a call ran out of memory
+        self.last_oom: Optional[str] = None  # why, the last time
+        self.spoiled = False       # a kept frame was found non-finite: open a new window
+
+    def _spec(self, h: int, w: int) -> CacheSpec:
+        """Return what the caches of an ``h`` x ``w`` grid need at the window in effect."""
+        ctx, mc = self._ctx, self._ctx.model_config
+        p = mc.patch_size
+        agg, cam = mc.aggregator, mc.camera_head
+        return CacheSpec(
+            special_tokens=SPECIAL_TOKENS, patches_per_frame=(h // p) * (w // p),
+            scale_frames=self._scale_frames, sliding_window=self.frames,
+            max_frames=self.limit, global_layers=agg.depth,
+            global_heads=agg.num_heads, global_head_dim=agg.head_dim,
+            camera_layers=cam.trunk_depth * self.iterations,
+            camera_heads=cam.num_heads, camera_head_dim=mc.head_width // cam.num_heads,
+            device=ctx.device, dtype=ctx.kv_dtype or ctx.dtype,
+            camera_dtype=ctx.camera_kv_dtype, backend=ctx.backend, kv_splits=ctx.kv_splits)
+
+    def caches_for(self, h: int, w: int) -> tuple:
+        """Return the caches for an ``h`` x ``w`` grid, reset; made once per spec."""
+        spec = self._spec(h, w)
+        if self._caches is None or self._caches[0] != spec:
+            self._caches = None  # let the old pools go before new ones are allocated
+            while True:
+                try:
+                    self._caches = (spec, *self._ctx.cache_factory(spec))
+                    break
+                except torch.cuda.OutOfMemoryError:
+                    if self.frames <= MIN_SLIDING_WINDOW:
+                        raise
+                    # Too little device memory for this window: halve it and go on.
+                    self.frames = max(MIN_SLIDING_WINDOW, self.frames // 2)
+                    spec = self._spec(h, w)
+                    if self._ctx.device.type == 'cuda':
+                        torch.cuda.empty_cache()
+        _, agg, camera = self._caches
+        agg.reset()
+        camera.reset()
+        return agg, camera
+
+    def start(self, h: int, w: int) -> Window:
+        """Make a stream's first window (a scale phase) current, on fresh caches."""
+        agg, camera = self.caches_for(h, w)
+        self.current = Window(index=self.opened, agg=agg, camera=camera,
+                              overlap=deque(maxlen=self._scale_frames))
+        return self.current
+
+    def drop(self) -> None:
+        """Forget the current window (a failed scale phase or re-seed)."""
+        self.current = None
+
+    def spoil(self) -> None:
+        """Mark the current window's keys unusable: the next frame opens a new window."""
+        self.spoiled = True
+
+    def open_next(self, seed: SeedCall) -> None:
+        """
+        Start a new window seeded with the last committed frames, aligned by Sim(3).
+
+        ``seed(window, images, frame indices, with_depth)`` runs the overlap through the
+        model as the window's first call, commits it and returns its pose encodings and
+        depth (None without) on the host.
+        Running out of memory while doing so halves the window (fresh, smaller pools) and
+        tries again; at the smallest window the error is raised, with no current window:
+        the stream restarts with a scale phase.
+        """
+        old = self.current
+        index, kept = old.index + 1, list(old.overlap)
+        self.current = None
+        self.spoiled = False
+        old.release()  # the pools stay only in self._caches (dropped on a shrink)
+        while True:
+            oom = None
+            try:
+                self._seed(index, kept, seed)
+                return
+            except OutOfMemory as exc:
+                oom = self.shrinkable(exc)
+            self.shrink(oom)  # outside the handler: the call's tensors are gone
+
+    def _seed(self, index: int, kept: List[Kept], seed: SeedCall) -> None:
+        agg, camera = self.caches_for(*kept[0].image.shape[-2:])
+        window = Window(index=index, agg=agg, camera=camera,
+                        overlap=deque(kept, maxlen=self._scale_frames))
+        images = torch.stack([k.image for k in kept])
+        with_depth = all(k.depth_map is not None for k in kept)
+        pose_enc, depth = seed(window, images, [k.index for k in kept], with_depth)
+        curr = pose_enc_to_matrix(pose_enc)
+        depths = None if depth is None else list(depth[..., 0])
+        window.sim3 = align_overlap([k.pose_map for k in kept], list(curr),
+                                    [k.depth_map for k in kept] if with_depth else None, depths)
+        self.current = window
+        self.opened += 1
+
+    def shrinkable(self, exc: BaseException) -> str:
+        """Return why a call ran out of memory; re-raise when the window cannot shrink."""
+        if self.frames <= MIN_SLIDING_WINDOW:
+            raise exc  # at the smallest window there is nothing left to give
+        return _oom_reason(exc)
+
+    def shrink(self, reason: str) -> None:
+        """
+        Halve the window after a call ran out of device memory; drop the pools it had.
+
+        The call was rolled back; the caller then seeds a window of the new size (a new
+        pool is allocated by :meth:`caches_for`, itself halving further if that fails).
+        """
+        self.memory_shrinks += 1
+        half = max(MIN_SLIDING_WINDOW, self.frames // 2)
+        self.last_oom = (f'out of device memory at sliding_window={self.frames}; '
+                         f'halved to {half} ({reason})')
+        self.frames = half
+        if self.current is not None:
+            self.current.release()
+        self._caches = None
+        if self._ctx.device.type == 'cuda':
+            torch.cuda.empty_cache()

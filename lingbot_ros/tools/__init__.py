@@ -12,4 +12,11 @@
 # See the License for the specific language governing permissions and
 # limitations under the License.
 
-"""Console entry points: replay, play, bench."""
+"""
+Console entry points and what only they use.
+
+``replay`` (a recording or images, offline), ``play`` (images to topics), ``bench`` (a
+synthetic stream's timings), ``prepare`` (kernels built ahead), ``demo`` and its scene.
+May import any layer of the package; ``play`` and ``demo`` speak ROS, ``replay`` and
+``bench`` do not. Nothing in the package imports ``tools``.
+"""

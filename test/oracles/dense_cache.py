@@ -25,6 +25,7 @@ frames stay visible forever; the patch tokens of the newest ``sliding_window`` o
 frames are visible. A call's own frames are always visible to it. With
 ``defer_eviction`` a pending frame still sees the window frame its commit will evict.
 A camera-head cache is the same object with ``special_tokens=1`` and no patch tokens.
+:func:`dense_cache_factory` gives a session two of them in place of the paged caches.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import Enum
 
+from lingbot_ros.streaming.caches import CacheSpec, StreamCache
 import torch
 
 
@@ -145,3 +147,11 @@ class DenseStreamCache:
         values += [f.patch[layer][1] for f in visible_patches if layer in f.patch]
         return torch.nn.functional.scaled_dot_product_attention(
             q, torch.cat(keys, dim=2), torch.cat(values, dim=2))
+
+
+def dense_cache_factory(spec: CacheSpec) -> 'tuple[StreamCache, StreamCache]':
+    """Dense reference caches: the aggregator's and the camera head's (no window)."""
+    agg = DenseStreamCache(special_tokens=spec.special_tokens, scale_frames=spec.scale_frames,
+                           sliding_window=spec.sliding_window)
+    camera = DenseStreamCache(special_tokens=1, scale_frames=0, sliding_window=1)
+    return agg, camera
