@@ -28,7 +28,9 @@ of the run (the node's ``~/map``: keyframe points merged per voxel, bounded, of 
 map epoch) in the optical map frame of ``--trajectory``. ``--colmap DIR`` writes the same
 map with the keyframes of that epoch (at most ``--colmap-max-keyframes``, the latest) as a
 COLMAP model (``DIR/images``, ``DIR/sparse/0``) for NeRF / Gaussian-splat trainers. No ROS
-needed.
+needed. With ``--odometry`` (a TUM trajectory of the robot's base, and ``--base-to-camera``)
+or ``--depth-images`` every output is in metres, each frame with its window's scale, and
+OUT.npz adds ``metric_scale`` and ``unit`` (:mod:`lingbot_ros.tools.replay_metric`).
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ from lingbot_ros.model.config import ConfigError
 from lingbot_ros.streaming.config import (BACKENDS, DTYPES, EngineConfig, KeyframeMode,
                                           StreamConfig)
 from lingbot_ros.streaming.map_cloud import MapCloud, MapCloudConfig
+from lingbot_ros.tools import replay_metric
 import numpy as np
 
 COLMAP_MAX_KEYFRAMES = 1000  # ~50 MB of JPEGs at a 518-pixel-wide model grid
@@ -84,8 +87,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help='keyframe images kept for --colmap, the latest first (JPEG in memory; '
                    f'default {COLMAP_MAX_KEYFRAMES})')
     p.add_argument('--map-voxel-size', type=float, default=map_defaults.voxel_size,
-                   help=f'voxel edge of the map in model units (default '
-                   f'{map_defaults.voxel_size})')
+                   help=f"voxel edge of the map in the outputs' units (model units; metres "
+                   f'with a metric scale; default {map_defaults.voxel_size})')
     p.add_argument('--map-max-points', type=int, default=map_defaults.max_points,
                    help=f'voxels kept; the least recently observed go first (default '
                    f'{map_defaults.max_points})')
@@ -106,6 +109,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument('--attention-backend', choices=BACKENDS, default='auto')
     p.add_argument('--seed', type=int, default=0, help='seed of random weights')
     p.add_argument('--quiet', action='store_true', help='no progress bar')
+    replay_metric.add_arguments(p)
     return p
 
 
@@ -158,8 +162,9 @@ def stream_config(args: argparse.Namespace) -> StreamConfig:
              'max_window_frames': args.max_window_frames,
              'camera_iterations': args.camera_iterations, 'image_size': args.image_size}
     fields.update({k: v for k, v in flags.items() if v is not None})
-    if getattr(args, 'ply', None) or getattr(args, 'colmap', None):
-        fields['with_depth'] = True  # the map is made of depth
+    if getattr(args, 'ply', None) or getattr(args, 'colmap', None) \
+            or getattr(args, 'depth_images', None):
+        fields['with_depth'] = True  # the map is made of depth, and so is a depth scale
     return StreamConfig.from_dict(fields)
 
 
@@ -240,6 +245,10 @@ def run(args: argparse.Namespace) -> dict:
     from lingbot_ros.streaming.trajectory import write_npz, write_tum
 
     try:
+        scale_inputs = replay_metric.MetricInputs.from_args(args)
+    except ValueError as exc:
+        raise ReplayError(str(exc)) from exc
+    try:
         stream_cfg = stream_config(args)
         cloud = MapCloud(map_config(args)) if args.ply or args.colmap else None
         if args.colmap_max_keyframes < 1:
@@ -255,8 +264,12 @@ def run(args: argparse.Namespace) -> dict:
         raise ReplayError(str(exc)) from exc
     images, stamps = load_input(args.images, stream_cfg.image_size,
                                 engine.model_config.patch_size, args.fps, args.topic)
-    if stamps is None:
-        stamps = [int(round(i * 1e9 / args.fps)) for i in range(images.shape[0])]
+    try:
+        stamps = replay_metric.frame_stamps(args, images.shape[0], stamps)
+        scale_input = None if scale_inputs is None else scale_inputs.prepare(
+            args.images, stamps, tuple(images.shape[-2:]), engine.model_config.patch_size)
+    except ValueError as exc:
+        raise ReplayError(str(exc)) from exc
     session = engine.new_session('replay', stream_cfg)
     bar = _progress(images.shape[0], args.quiet)
     try:
@@ -266,19 +279,26 @@ def run(args: argparse.Namespace) -> dict:
     finally:
         if bar:
             bar.close()
+    results, arrays, scale = out.results, out.arrays, None
+    if scale_input is not None:
+        try:
+            scale = scale_input.fit(results)
+        except ValueError as exc:  # a depth image that cannot be read
+            raise ReplayError(str(exc)) from exc
+        results, arrays = scale.results(results), scale.arrays(arrays)
     try:
         if args.out:
-            write_npz(args.out, out.arrays)
+            write_npz(args.out, arrays)
         if args.trajectory:
-            write_tum(args.trajectory, [r.stamp_ns * 1e-9 for r in out.results],
-                      [r.pose_c2w for r in out.results])
+            write_tum(args.trajectory, [r.stamp_ns * 1e-9 for r in results],
+                      [r.pose_c2w for r in results])
         if args.kv_stats:
             steps = [call.as_record() for call in out.kv_stats]
             with atomic_file(args.kv_stats) as fh:
                 fh.write(json.dumps({'steps': steps}, indent=1).encode())
         restarts = 0
         if cloud is not None:
-            restarts = _build_map(out.results, cloud, store)
+            restarts = _build_map(results, cloud, store)
             if args.ply:
                 write_ply(args.ply, *cloud.snapshot())
             if store is not None:
@@ -287,8 +307,9 @@ def run(args: argparse.Namespace) -> dict:
         raise ReplayError(f'cannot write output: {exc}') from exc
     except ValueError as exc:  # a COLMAP model without a keyframe image
         raise ReplayError(f'cannot write the COLMAP model: {exc}') from exc
-    summary = {'frames': len(out.results), 'keyframes': int(out.arrays['is_keyframe'].sum()),
-               'windows': session.window_index + 1, 'model': engine.description}
+    summary = {'frames': len(results), 'keyframes': int(arrays['is_keyframe'].sum()),
+               'windows': session.window_index + 1, 'model': engine.description,
+               'scale': scale}
     if cloud is not None:
         summary['map'], summary['map_restarts'] = cloud.stats(), restarts
     if store is not None:
@@ -329,6 +350,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     except ReplayError as exc:
         print(f'lingbot-ros-replay: error: {exc}', file=sys.stderr)
         return 2
+    scale = summary['scale']
+    if scale is not None and (not scale.metric or not args.quiet):  # model units: always said
+        print(f'lingbot-ros-replay: {scale.message}', file=sys.stderr)
     if not args.quiet:
         print(f"{summary['frames']} frames, {summary['keyframes']} keyframes, "
               f"{summary['windows']} window(s); model: {summary['model']}", file=sys.stderr)
@@ -342,8 +366,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                   f'dropped at the bound{note}) -> {dest}', file=sys.stderr)
         if 'colmap' in summary:
             c = summary['colmap']
+            unit = 'metres' if scale is not None and scale.metric else "the model's"
             print(f'colmap: {c.images} keyframe images, {c.points} points -> {c.folder} '
-                  "(scale: the model's)", file=sys.stderr)
+                  f'(scale: {unit})', file=sys.stderr)
     return 0
 
 
