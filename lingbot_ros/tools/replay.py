@@ -29,6 +29,11 @@ map epoch) in the optical map frame of ``--trajectory``. ``--colmap DIR`` writes
 map with the keyframes of that epoch (at most ``--colmap-max-keyframes``, the latest) as a
 COLMAP model (``DIR/images``, ``DIR/sparse/0``) for NeRF / Gaussian-splat trainers. No ROS
 needed.
+
+``--save-state FILE`` writes the stream's state after the last frame; ``--resume FILE``
+starts from such a state (the same model, weights, dtypes and stream settings): the
+frames continue its map in the same frame and scale, its frame index and, without a bag's
+stamps, its time base. A state that belongs to anything else is refused in one line.
 """
 
 from __future__ import annotations
@@ -106,6 +111,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument('--attention-backend', choices=BACKENDS, default='auto')
     p.add_argument('--seed', type=int, default=0, help='seed of random weights')
     p.add_argument('--quiet', action='store_true', help='no progress bar')
+    p.add_argument('--save-state', metavar='FILE',
+                   help="after the last frame, write the stream's state (caches, window, "
+                   'trajectory) for --resume')
+    p.add_argument('--resume', metavar='FILE',
+                   help='start from a state written by --save-state (or the node): the same '
+                   'map, frame and scale; the outputs hold the new frames only')
     return p
 
 
@@ -255,12 +266,16 @@ def run(args: argparse.Namespace) -> dict:
         raise ReplayError(str(exc)) from exc
     images, stamps = load_input(args.images, stream_cfg.image_size,
                                 engine.model_config.patch_size, args.fps, args.topic)
-    if stamps is None:
-        stamps = [int(round(i * 1e9 / args.fps)) for i in range(images.shape[0])]
     session = engine.new_session('replay', stream_cfg)
+    if args.resume:
+        _resume(session, engine, args.resume, tuple(images.shape[-2:]))
+    if stamps is None:  # a resumed stream goes on counting frames
+        stamps = [int(round((session.frames_seen + i) * 1e9 / args.fps))
+                  for i in range(images.shape[0])]
     bar = _progress(images.shape[0], args.quiet)
     try:
-        out = session.run(images, stamps, progress=bar.update_to if bar else None)
+        out = session.run(images, stamps, progress=bar.update_to if bar else None,
+                          resume=bool(args.resume))
     except ValueError as exc:
         raise ReplayError(str(exc)) from exc
     finally:
@@ -276,6 +291,7 @@ def run(args: argparse.Namespace) -> dict:
             steps = [call.as_record() for call in out.kv_stats]
             with atomic_file(args.kv_stats) as fh:
                 fh.write(json.dumps({'steps': steps}, indent=1).encode())
+        saved = _save_state(session, engine, args.save_state) if args.save_state else None
         restarts = 0
         if cloud is not None:
             restarts = _build_map(out.results, cloud, store)
@@ -293,7 +309,27 @@ def run(args: argparse.Namespace) -> dict:
         summary['map'], summary['map_restarts'] = cloud.stats(), restarts
     if store is not None:
         summary['colmap'] = colmap
+    if saved is not None:
+        summary['state'] = saved
+    if session.resume_report is not None:
+        summary['resumed'] = session.resume_report.summary()
     return summary
+
+
+def _resume(session: Any, engine: Any, path: str, model_hw: tuple) -> None:
+    """Start ``session`` from the state at ``path``; a refusal is a ReplayError (one line)."""
+    from lingbot_ros.streaming.errors import StateError
+    from lingbot_ros.streaming.state import load_into
+    try:
+        load_into(session, path, engine.state_identity(), model_hw=model_hw)
+    except StateError as exc:
+        raise ReplayError(str(exc)) from exc
+
+
+def _save_state(session: Any, engine: Any, path: str) -> Any:
+    """Write the stream's state after its last frame (nothing is in flight then)."""
+    from lingbot_ros.streaming.state import save_session
+    return save_session(session, path, engine.state_identity())
 
 
 def _build_map(results: Sequence[Any], cloud: MapCloud, store: Any) -> int:
@@ -340,6 +376,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             dest = ', '.join(d for d in (args.ply, args.colmap) if d)
             print(f'map: {m.points} points from {m.keyframes} keyframes ({m.dropped_points} '
                   f'dropped at the bound{note}) -> {dest}', file=sys.stderr)
+        if 'resumed' in summary:
+            print(f"resumed: {summary['resumed']}", file=sys.stderr)
+        if 'state' in summary:
+            saved = summary['state']
+            print(f'state: {saved.size_bytes / 1e6:.1f} MB -> {saved.path}', file=sys.stderr)
         if 'colmap' in summary:
             c = summary['colmap']
             print(f'colmap: {c.images} keyframe images, {c.points} points -> {c.folder} '
