@@ -358,7 +358,7 @@ def test_the_file_says_what_it_belongs_to(engines, saved):
         ModelConfig.preset('tiny'), 1)
     assert (identity['dtype'], identity['kv_dtype'], identity['camera_kv_dtype']) == \
         ('float32', 'float32', 'float32')
-    assert json.loads(identity['model'])['aggregator']['depth'] == 5
+    assert identity['model']['aggregator']['depth'] == 5 and 'name' not in identity['model']
     assert header['settings'] == {'scale_frames': 2, 'sliding_window': 2, 'window_limit': 5,
                                   'camera_iterations': 4, 'image_size': 518}
     assert header['session']['model_hw'] == [H, W] and header['session']['index'] == 7

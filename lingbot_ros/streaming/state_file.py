@@ -17,7 +17,8 @@ A stream's saved state as a file: one safetensors file, its header in the metada
 
 The file's ``__metadata__`` holds ``format`` (:data:`FORMAT_NAME`), ``version``
 (:data:`FORMAT_VERSION`) and ``header``, a JSON object: what the state belongs to
-(``identity``, ``settings``) and every number of the state (``session``, ``windows``,
+(``identity``: the model structure as an object, the weights' hash, the dtypes;
+``settings``) and every number of the state (``session``, ``windows``,
 ``keyframes``). The tensors hold the rest, each in the dtype the stream keeps it in, so
 a state read back is bit for bit the one written:
 
@@ -172,7 +173,8 @@ def _encode(identity: StateIdentity, settings: StreamSettings,
                               for k in w.overlap],
                   'agg': _cache_header(w.agg), 'camera': _cache_header(w.camera)}
     header = {
-        'identity': asdict(identity), 'settings': asdict(settings),
+        'identity': {**asdict(identity), 'model': json.loads(identity.model)},
+        'settings': asdict(settings),
         'session': {'input_hw': state.input_hw, 'model_hw': state.model_hw,
                     'buffer': [{'stamp_ns': s, 'input_hw': list(p.input_hw)}
                                for p, s in state.buffer],
@@ -363,6 +365,13 @@ def _keyframe_epoch(h: dict, r: _Reader) -> int:
     return value
 
 
+def _model_as_text(identity: Any, r: _Reader) -> Any:
+    """Return the identity's header object with its model structure as sorted JSON text."""
+    if not isinstance(identity, dict) or not isinstance(identity.get('model'), dict):
+        raise r.corrupt('header field identity.model is not a model structure')
+    return {**identity, 'model': json.dumps(identity['model'], sort_keys=True)}
+
+
 def read_state(path: PathLike) -> Tuple[StateIdentity, StreamSettings, SessionState]:
     """Read a state file whole (tensors on the CPU); raise StateError saying what is wrong."""
     from safetensors import safe_open
@@ -392,6 +401,7 @@ def read_state(path: PathLike) -> Tuple[StateIdentity, StreamSettings, SessionSt
             raise r.corrupt(f'header is not JSON ({exc})') from exc
         if not isinstance(header, dict):
             raise r.corrupt('header is not a JSON object')
-        identity = _dataclass(StateIdentity, header.get('identity'), 'identity', r)
+        identity = _dataclass(StateIdentity, _model_as_text(header.get('identity'), r),
+                              'identity', r)
         settings = _dataclass(StreamSettings, header.get('settings'), 'settings', r)
         return identity, settings, _session(header, r)
