@@ -29,11 +29,6 @@ map epoch) in the optical map frame of ``--trajectory``. ``--colmap DIR`` writes
 map with the keyframes of that epoch (at most ``--colmap-max-keyframes``, the latest) as a
 COLMAP model (``DIR/images``, ``DIR/sparse/0``) for NeRF / Gaussian-splat trainers. No ROS
 needed.
-
-``--save-state FILE`` writes the stream's state after the last frame; ``--resume FILE``
-starts from such a state (the same model, weights, dtypes and stream settings): the
-frames continue its map in the same frame and scale, its frame index and, without a bag's
-stamps, its time base. A state that belongs to anything else is refused in one line.
 """
 
 from __future__ import annotations
@@ -116,7 +111,9 @@ def build_parser() -> argparse.ArgumentParser:
                    'trajectory) for --resume')
     p.add_argument('--resume', metavar='FILE',
                    help='start from a state written by --save-state (or the node): the same '
-                   'map, frame and scale; the outputs hold the new frames only')
+                   'map, frame and scale, frame index and (without stamps of the input\'s '
+                   'own) time base; the outputs hold the new frames only; a state of another '
+                   'model, weights, dtype, grid or settings is refused')
     return p
 
 
@@ -266,12 +263,11 @@ def run(args: argparse.Namespace) -> dict:
         raise ReplayError(str(exc)) from exc
     images, stamps = load_input(args.images, stream_cfg.image_size,
                                 engine.model_config.patch_size, args.fps, args.topic)
+    if stamps is None:
+        stamps = [int(round(i * 1e9 / args.fps)) for i in range(images.shape[0])]
     session = engine.new_session('replay', stream_cfg)
     if args.resume:
-        _resume(session, engine, args.resume, tuple(images.shape[-2:]))
-    if stamps is None:  # a resumed stream goes on counting frames
-        stamps = [int(round((session.frames_seen + i) * 1e9 / args.fps))
-                  for i in range(images.shape[0])]
+        stamps = _resume(session, engine, args, tuple(images.shape[-2:]), stamps)
     bar = _progress(images.shape[0], args.quiet)
     try:
         out = session.run(images, stamps, progress=bar.update_to if bar else None,
@@ -316,14 +312,25 @@ def run(args: argparse.Namespace) -> dict:
     return summary
 
 
-def _resume(session: Any, engine: Any, path: str, model_hw: tuple) -> None:
-    """Start ``session`` from the state at ``path``; a refusal is a ReplayError (one line)."""
+def _resume(session: Any, engine: Any, args: argparse.Namespace, model_hw: tuple,
+            stamps: list) -> list:
+    """
+    Start ``session`` from ``--resume``; return the frames' stamps from there on.
+
+    Stamps the replay made itself (``index / --fps``) go on from the saved stream's frame
+    index; an input's own clock (a bag's, ``--stamps``) is kept. A refused state is a
+    ReplayError of one line.
+    """
     from lingbot_ros.streaming.errors import StateError
     from lingbot_ros.streaming.state import load_into
+    from lingbot_ros.tools import bag
     try:
-        load_into(session, path, engine.state_identity(), model_hw=model_hw)
+        load_into(session, args.resume, engine.state_identity(), model_hw=model_hw)
     except StateError as exc:
         raise ReplayError(str(exc)) from exc
+    if getattr(args, 'stamps', None) or bag.bag_folder(Path(args.images)) is not None:
+        return stamps
+    return [int(round((session.frames_seen + i) * 1e9 / args.fps)) for i in range(len(stamps))]
 
 
 def _save_state(session: Any, engine: Any, path: str) -> Any:
