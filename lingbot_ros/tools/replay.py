@@ -74,6 +74,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument('--trajectory', metavar='FILE.tum',
                    help='write camera-to-world poses in TUM format')
     p.add_argument('--kv-stats', metavar='FILE.json', help='write per-call cache statistics')
+    p.add_argument('--save-state', metavar='FILE',
+                   help="after the last frame, write the stream's state (caches, window, "
+                   'trajectory) for --resume')
+    p.add_argument('--resume', metavar='FILE',
+                   help='start from a state written by --save-state (or the node): the same '
+                   'map, frame and scale, frame index and (without stamps of the input\'s '
+                   'own) time base; the outputs hold the new frames only; a state of another '
+                   'model, weights, dtype, grid or settings is refused')
     map_defaults = MapCloudConfig()
     p.add_argument('--ply', metavar='FILE.ply',
                    help='write the accumulated map (keyframe points per voxel) as binary PLY')
@@ -106,14 +114,6 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument('--attention-backend', choices=BACKENDS, default='auto')
     p.add_argument('--seed', type=int, default=0, help='seed of random weights')
     p.add_argument('--quiet', action='store_true', help='no progress bar')
-    p.add_argument('--save-state', metavar='FILE',
-                   help="after the last frame, write the stream's state (caches, window, "
-                   'trajectory) for --resume')
-    p.add_argument('--resume', metavar='FILE',
-                   help='start from a state written by --save-state (or the node): the same '
-                   'map, frame and scale, frame index and (without stamps of the input\'s '
-                   'own) time base; the outputs hold the new frames only; a state of another '
-                   'model, weights, dtype, grid or settings is refused')
     return p
 
 
