@@ -79,8 +79,8 @@ def build_parser() -> argparse.ArgumentParser:
                    'trajectory) for --resume')
     p.add_argument('--resume', metavar='FILE',
                    help='start from a state written by --save-state (or the node): the same '
-                   'map, frame and scale, frame index and (without stamps of the input\'s '
-                   'own) time base; the outputs hold the new frames only; a state of another '
+                   "map, frame and scale, frame index and (without the input's own stamps) "
+                   'time base; the outputs hold the new frames only; a state of another '
                    'model, weights, dtype, grid or settings is refused')
     map_defaults = MapCloudConfig()
     p.add_argument('--ply', metavar='FILE.ply',
