@@ -94,6 +94,11 @@ class KVPool:
         shape = (self.pages * self.page_size, self.heads, self.head_dim)
         return self.k[layer].view(shape), self.v[layer].view(shape)
 
+    def tokens(self, start: int, end: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """Return tokens ``start .. end-1`` of every layer's flat view (``[layers, n, H, D]``)."""
+        shape = (self.layers, self.pages * self.page_size, self.heads, self.head_dim)
+        return self.k.view(shape)[:, start:end], self.v.view(shape)[:, start:end]
+
     def move_pages(self, src: int, dst: int) -> None:
         """Copy page ``src`` onto page ``dst`` in every layer (keys and values), as words."""
         for pool in (self.k, self.v):

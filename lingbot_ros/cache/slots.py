@@ -181,6 +181,35 @@ class SlotAllocator:
         p, self.pending = self.pending, None
         return p
 
+    # --- saved state ----------------------------------------------------------------
+
+    def restore(self, frames: int, slot_frame: list) -> None:
+        """
+        Take the slots of a saved stream (``frames`` committed, no call open).
+
+        ``slot_frame`` as :attr:`slot_frame` was then: every scale frame, at most
+        ``sliding_window`` window frames, each once, within ``capacity``. Anything else
+        is a ValueError and changes nothing.
+        """
+        if self.pending is not None:
+            raise RuntimeError('restore() while a call is pending: commit or roll back first')
+        slot_frame = [int(f) for f in slot_frame]
+        scale = [f for f in slot_frame if f < self.scale_frames]
+        window = [f for f in slot_frame if f >= self.scale_frames]
+        why = None
+        if frames < 0 or any(not 0 <= f < frames for f in slot_frame):
+            why = f'frames outside 0..{frames - 1}'
+        elif len(set(slot_frame)) != len(slot_frame):
+            why = 'a frame in two slots'
+        elif sorted(scale) != list(range(min(frames, self.scale_frames))):
+            why = 'scale frames missing'
+        elif len(window) > self.sliding_window or len(slot_frame) > self.capacity:
+            why = f'{len(slot_frame)} slots for a window of {self.sliding_window}'
+        if why is not None:
+            raise ValueError(f'slots {slot_frame} of {frames} frames are not allowed: {why}')
+        self.frames = frames
+        self.slot_frame = slot_frame
+
     # --- invariants (tests) --------------------------------------------------------
 
     def check(self) -> None:

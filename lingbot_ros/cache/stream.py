@@ -35,6 +35,7 @@ region. The same kernels then serve every later call of that size.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 import math
 from typing import Optional, Union
 
@@ -49,6 +50,25 @@ from .pool import KVPool
 from .slots import SlotAllocator
 from .stats import CacheStats
 from .words import pair_as_words
+
+
+@dataclass(frozen=True)
+class CacheState:
+    """
+    What a cache holds between calls, enough to continue it exactly: no pool, no call.
+
+    ``keys`` / ``values`` are the visible run, every layer, in pool order
+    (``[layers, tokens, heads, head_dim]``, the pool's dtype): the patch pages of
+    ``slot_frame`` (last slot first) then the special tokens of the ``frames`` frames.
+    """
+
+    frames: int
+    slot_frame: tuple
+    evictions: int
+    rollbacks: int
+    overflow_events: int
+    keys: torch.Tensor
+    values: torch.Tensor
 
 
 class PagedStreamCache:
@@ -171,6 +191,51 @@ class PagedStreamCache:
         self.page_moves += len(moves)
         for src, dst in moves:
             self.pool.move_pages(self.special_page - 1 - src, self.special_page - 1 - dst)
+
+    # --- saved state -------------------------------------------------------------------
+
+    def export_state(self, device: Union[str, torch.device, None] = None) -> CacheState:
+        """Copy what the cache holds (no call may be open) onto ``device`` (default: its own)."""
+        if self._pending:
+            raise RuntimeError('export_state() while a call is pending: commit or roll back')
+        keys, values = self.pool.tokens(*self.visible_tokens())
+        device = self.pool.device if device is None else torch.device(device)
+
+        def copy(t: torch.Tensor) -> torch.Tensor:
+            return torch.empty(t.shape, dtype=t.dtype, device=device).copy_(t)
+        return CacheState(frames=self._slots.frames, slot_frame=tuple(self._slots.slot_frame),
+                          evictions=self.evictions, rollbacks=self.rollbacks,
+                          overflow_events=self.overflow_events, keys=copy(keys),
+                          values=copy(values))
+
+    def import_state(self, state: CacheState) -> None:
+        """
+        Continue from ``state``: its frames and keys, into this pool's own memory, in place.
+
+        The pool's tensors (and any page table or graph that holds their addresses) stay
+        the same objects; the page table follows at the next call. A state that does not
+        fit this cache is a ValueError, and then the cache is left reset.
+        """
+        if self._pending:
+            raise RuntimeError('import_state() while a call is pending: commit or roll back')
+        lay, pool = self.layout, self.pool
+        tokens = len(state.slot_frame) * lay.patch_tokens + state.frames * lay.special_tokens
+        shape = (pool.layers, tokens, pool.heads, pool.head_dim)
+        for name, t in (('keys', state.keys), ('values', state.values)):
+            if tuple(t.shape) != shape or t.dtype != pool.dtype:
+                raise ValueError(f'cached {name} {tuple(t.shape)} {t.dtype} do not fit this '
+                                 f'cache: expected {shape} {pool.dtype}')
+        if state.frames * lay.special_tokens > lay.special_pages * self.page:
+            raise ValueError(f'{state.frames} frames do not fit this cache: at most '
+                             f'{lay.special_pages * self.page // max(1, lay.special_tokens)}')
+        self.reset()
+        self._slots.restore(state.frames, list(state.slot_frame))
+        keys, values = pool.tokens(*self.visible_tokens())
+        keys.copy_(state.keys)
+        values.copy_(state.values)
+        self.evictions, self.rollbacks = state.evictions, state.rollbacks
+        self.overflow_events = state.overflow_events
+        self.generation += 1
 
     # --- counters ----------------------------------------------------------------------
 

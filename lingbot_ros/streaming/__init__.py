@@ -22,7 +22,8 @@ Sim(3), the out-of-memory shrink), the frame in flight (:mod:`.flight`) and, for
 stack, the offline run and its arrays (:mod:`.offline`). Around them: configuration
 (:mod:`.config`), dtype rules (:mod:`.dtypes`), the memory estimate (:mod:`.memory`),
 preprocessing (:mod:`.preprocess`), keyframe policies, results and products, the map
-cloud, metric scale (:mod:`.scale`), and export (PLY, COLMAP). May import
-``lingbot_ros.model`` and ``lingbot_ros.cache``, torch, numpy, OpenCV and Pillow; never
-``ros`` or ``tools``, rclpy or message types.
+cloud, metric scale (:mod:`.scale`), export (PLY, COLMAP), and a stream's saved state
+(:mod:`.state`, :mod:`.state_file`; :mod:`.relocalise` for where a resumed stream finds
+itself). May import ``lingbot_ros.model`` and ``lingbot_ros.cache``, torch, numpy,
+OpenCV and Pillow; never ``ros`` or ``tools``, rclpy or message types.
 """

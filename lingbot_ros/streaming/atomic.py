@@ -113,6 +113,28 @@ def atomic_file(path: PathLike) -> Iterator[BinaryIO]:
 
 
 @contextmanager
+def atomic_path(path: PathLike) -> Iterator[Path]:
+    """
+    Yield a temporary name for a writer that opens the file itself; it then becomes ``path``.
+
+    For libraries that write by file name (safetensors): on a normal exit the file written
+    under the temporary name is fsynced and replaces ``path`` whole; on an exception it is
+    removed and ``path`` is left as it was.
+    """
+    path = Path(path)
+    remove_stale(path.parent)
+    temp = temp_path(path)
+    try:
+        yield temp
+        _fsync(temp)
+        os.replace(temp, path)
+    except BaseException:
+        _remove(temp)
+        raise
+    _fsync(path.parent, directory=True)
+
+
+@contextmanager
 def atomic_folder(path: PathLike) -> Iterator[Path]:
     """
     Yield an empty temporary folder to fill; on a normal exit it becomes ``path``, whole.

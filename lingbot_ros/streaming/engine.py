@@ -41,6 +41,7 @@ from lingbot_ros.streaming.dtypes import (camera_kv_dtype, dtype_name, DTYPES,
                                           head_storage_dtype, heads_autocast, kv_storage_dtype)
 from lingbot_ros.streaming.preprocess import FrameUploads, preprocess_frame
 from lingbot_ros.streaming.session import Prepared, Session, SessionContext
+from lingbot_ros.streaming.state import identity_of, random_weights_digest, StateIdentity
 import numpy as np
 import torch
 
@@ -313,6 +314,23 @@ class Engine:
     def device_memory(self) -> Optional[DeviceMemory]:
         """Return the device's memory now (None on a CPU)."""
         return read_device_memory(self.device)
+
+    def state_identity(self) -> StateIdentity:
+        """
+        Return what a saved stream of this engine belongs to (waits for the weights' sha256).
+
+        The checkpoint file's sha256, or for seeded random weights the sha256 of the
+        structure and the seed; an engine built by hand from neither has no identity.
+        """
+        if self.checkpoint is not None:
+            weights = f'sha256:{self.checkpoint.sha256}'
+        elif self.config is not None:
+            weights = f'random:{random_weights_digest(self.model_config, self.config.seed)}'
+        else:
+            raise EngineError('this engine was built by hand (no checkpoint, no config): its '
+                              'weights have no identity to save a state under')
+        return identity_of(self.model_config, weights, self.dtype, self.kv_dtype,
+                           self.camera_kv_dtype)
 
     def new_session(self, name: str, cfg: StreamConfig) -> Session:
         """Open a new stream over this engine's model, with its own caches."""

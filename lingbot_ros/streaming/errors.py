@@ -13,7 +13,7 @@
 # limitations under the License.
 
 """
-What a session's step may refuse a frame with; importable without torch.
+What a session may refuse a frame or a saved state with; importable without torch.
 
 The node handles these before it has loaded any model code, so they name nothing of it.
 """
@@ -38,6 +38,18 @@ class FrameRejected(ValueError):
 
 class SizeChanged(ValueError):
     """A frame of another size than the stream's; the state is unchanged (reset to change)."""
+
+
+class StateError(ValueError):
+    """A saved stream state that cannot be resumed; the message is one line saying why."""
+
+
+class StateMismatch(StateError):
+    """A state saved by another model, weights, dtype, image grid or stream settings."""
+
+
+class StateCorrupt(StateError):
+    """A state file that is not one, is cut short, or whose parts do not add up."""
 
 
 def out_of_memory_error() -> type:

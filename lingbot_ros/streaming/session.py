@@ -40,14 +40,14 @@ re-running the overlap fails, the stream restarts with a fresh scale phase (a ne
 from __future__ import annotations
 
 from collections import deque
-from dataclasses import replace
+from dataclasses import astuple, replace
 import math
 import time
 from typing import Callable, Deque, List, Optional, Sequence
 
 from lingbot_ros.cache.overflow import CacheOverflow
 from lingbot_ros.cache.stats import CacheStats
-from lingbot_ros.model.config import ConfigError, SPECIAL_TOKENS
+from lingbot_ros.model.config import ConfigError
 from lingbot_ros.streaming import products
 from lingbot_ros.streaming.call_stats import CallPhase, CallStats
 from lingbot_ros.streaming.config import KeyframeMode, StreamConfig
@@ -59,7 +59,9 @@ from lingbot_ros.streaming.flow import host_flow
 from lingbot_ros.streaming.keyframes import make_policy
 from lingbot_ros.streaming.offline import RunOutputs, StackRun
 from lingbot_ros.streaming.preprocess import Prepared
+from lingbot_ros.streaming.relocalise import KeyframeTrack, ResumeReport
 from lingbot_ros.streaming.result import FrameType
+from lingbot_ros.streaming.state_file import Counters, SessionState
 from lingbot_ros.streaming.windows import Kept, OutOfMemory, Window, Windows
 import numpy as np
 import torch
@@ -84,6 +86,7 @@ class Session:
         self.trajectory: Deque = deque(maxlen=self._cfg.trajectory_length)
         self.last_call_stats: List[CallStats] = []
         self._map_epoch = 0  # maps started over the session's life (never reset)
+        self._keyframe_track = KeyframeTrack(self._cfg.trajectory_length)
         self.reset()
 
     # --- configuration ------------------------------------------------------------------
@@ -125,6 +128,7 @@ class Session:
         self._policy = make_policy(cfg)
         if self.trajectory.maxlen != cfg.trajectory_length:
             self.trajectory = deque(self.trajectory, maxlen=cfg.trajectory_length)
+        self._keyframe_track.bound(cfg.trajectory_length)
         if needs_reset:
             self.reset()
 
@@ -148,6 +152,7 @@ class Session:
         self._overflows = 0
         self._calls = 0
         self.trajectory.clear()
+        self._keyframe_track.clear()
         self.last_call_stats = []
 
     @property
@@ -168,22 +173,49 @@ class Session:
         """Say why the window was last halved (None since reset)."""
         return self._windows.last_oom
 
+    @property
+    def resume_report(self) -> Optional[ResumeReport]:
+        """Tell how the first frames after :meth:`import_state` sit against saved keyframes."""
+        return self._keyframe_track.report
+
     def stats(self) -> CacheStats:
         """Report the current window's cache state and the session's lifetime counters."""
-        w = self._windows.current
-        if w is not None and hasattr(w.agg, 'stats'):
-            base = w.agg.stats()
-        elif w is not None:
-            frames = w.agg.frames
-            scale = min(frames, self._cfg.scale_frames)
-            base = CacheStats(frames=frames, scale_pages=scale,
-                              live_pages=w.agg.patch_frames_resident - scale,
-                              special_tokens=frames * SPECIAL_TOKENS)
-        else:
-            base = CacheStats()
-        return replace(base, keyframes=self._keyframes, rollbacks=self._rollbacks,
-                       evictions=self._evictions, sliding_window=self._windows.frames,
-                       overflow_events=self._overflows, window_index=self._windows.opened)
+        return replace(self._windows.cache_stats(), keyframes=self._keyframes,
+                       rollbacks=self._rollbacks, evictions=self._evictions,
+                       sliding_window=self._windows.frames, overflow_events=self._overflows,
+                       window_index=self._windows.opened)
+
+    # --- saved state (streaming/state.py writes and checks it) -----------------------------
+
+    def export_state(self, device: Optional[torch.device] = None) -> SessionState:
+        """Return what the next frame reads (caches copied onto ``device``); drain() first."""
+        if self._flight.busy or self._outbox:
+            raise RuntimeError('export_state() with frames not handed out: drain() first')
+        return SessionState(
+            input_hw=self._input_hw, model_hw=self._model_hw, buffer=tuple(self._buffer),
+            index=self._index, stream_frames=self._stream_frames, last_keyframe=self._last_kf,
+            counters=Counters(self._keyframes, self._rollbacks, self._evictions,
+                              self._overflows, self._calls),
+            map_epoch=self._map_epoch, trajectory=tuple(self.trajectory),
+            keyframes=self._keyframe_track.export(),
+            windows=self._windows.export_state(device))
+
+    def import_state(self, state: SessionState, report_frames: int) -> None:
+        """Continue from ``state`` exactly; one that does not fit is a ValueError, no change."""
+        windows = Windows(self._ctx, self._cfg)
+        windows.import_state(state.windows, state.model_hw)
+        self.reset()
+        self._windows = windows
+        self._flight = FramesInFlight(self._landed, windows.spoil)
+        self._buffer = [(replace(p, image=p.image.to(self._ctx.device)), s)
+                        for p, s in state.buffer]
+        self._input_hw, self._model_hw = state.input_hw, state.model_hw
+        self._index, self._stream_frames = state.index, state.stream_frames
+        self._last_kf, self._map_epoch = state.last_keyframe, state.map_epoch
+        (self._keyframes, self._rollbacks, self._evictions, self._overflows,
+         self._calls) = astuple(state.counters)
+        self.trajectory.extend(state.trajectory)
+        self._keyframe_track.restore(state.keyframes, report_frames)
 
     # --- live entry points ----------------------------------------------------------------
 
@@ -271,10 +303,12 @@ class Session:
     # --- array entry point ----------------------------------------------------------------
 
     def run(self, images: torch.Tensor, stamps: Optional[Sequence[int]] = None,
-            progress: Optional[Callable[[int], None]] = None) -> RunOutputs:
+            progress: Optional[Callable[[int], None]] = None,
+            resume: bool = False) -> RunOutputs:
         """
-        Run a whole ``[S, 3, H, W]`` stack in [0, 1] from a fresh state.
+        Run a whole ``[S, 3, H, W]`` stack in [0, 1] from a fresh state, or ``resume``.
 
+        ``resume``: from the state the stream is in (one :meth:`import_state` restored).
         The scale phase takes ``min(scale_frames, S)`` frames, as the reference does.
         ``stamps`` default to the frame index in nanoseconds. ``progress`` is called
         with the number of frames done after every call (a frame is done once its
@@ -282,7 +316,8 @@ class Session:
         one before is finished on the host, as :meth:`submit` does.
         """
         stack = StackRun(images, stamps, self._cfg.scale_frames, progress)
-        self.reset()
+        if not resume:
+            self.reset()
         for prep, stamp in stack.frames(self._ctx.device, self._ctx.upload):
             stack.landed(self._feed(prep, stamp, stack.scale, keep_records=True,
                                     pipelined=True), self.last_call_stats)
@@ -322,10 +357,8 @@ class Session:
         records, self._outbox = self._outbox, []
         for rec in records:
             self.trajectory.append((rec.result.stamp_ns, rec.result.pose_c2w))
+            self._keyframe_track.landed(rec.result)
         return records if keep_records else [r.result for r in records]
-
-    def _iterations(self) -> int:
-        return self._windows.iterations
 
     def _run_scale(self) -> list:
         self._map_epoch += 1  # a scale phase starts a map of its own (not aligned to any other)
@@ -367,10 +400,6 @@ class Session:
             rec.depth_conf = None
         return rec
 
-    def _open_window(self) -> None:
-        """Open the next window, seeded from the current one's overlap (see Windows)."""
-        self._windows.open_next(self._reseed)
-
     def _reseed(self, window: Window, images: torch.Tensor, frames: List[int],
                 with_depth: bool) -> tuple:
         """Run and commit a new window's overlap call; return its pose_enc and depth."""
@@ -391,7 +420,7 @@ class Session:
         t0 = time.perf_counter()
         if self._windows.current.time >= self.window_limit or self._windows.spoiled:
             self._land_flight(with_current=True)  # it may seed the window: land it first
-            self._open_window()
+            self._windows.open_next(self._reseed)
         window = self._windows.current
         first = self._stream_frames == 0
         since = self._index - self._last_kf[0]
@@ -419,7 +448,7 @@ class Session:
                     raise
                 overflowed = True
                 self._land_flight(with_current=True)
-                self._open_window()
+                self._windows.open_next(self._reseed)
                 window = self._windows.current
                 continue
             except OutOfMemory as exc:  # rolled back by _launch
@@ -427,7 +456,7 @@ class Session:
             # Outside the handler, so the failed call's activations went with its traceback.
             self._land_flight(with_current=True)
             self._windows.shrink(oom)
-            self._open_window()
+            self._windows.open_next(self._reseed)
             window = self._windows.current
         index = self._index
         self._index += 1
@@ -518,7 +547,7 @@ class Session:
         n = int(images.shape[0])
         window.begin(n, defer)
         attended = window.attended(n, defer, self._cfg.scale_frames, self._windows.frames,
-                                   self._patches_per_frame(), self._iterations())
+                                   self._patches_per_frame(), self._windows.iterations)
         t0 = time.perf_counter()
         try:
             out = self._ctx.model(images, time_index=window.time, first_frame=phase.first,
@@ -540,7 +569,7 @@ class Session:
         """Commit (run the deferred eviction, advance time) or roll back the open call."""
         self._evictions += window.end(n, keep)
         self._calls += 1
-        after = window.resident(self._patches_per_frame(), self._iterations())
+        after = window.resident(self._patches_per_frame(), self._windows.iterations)
         self.last_call_stats.append(stats.finished(keep, after, flow_px))
 
     def _patches_per_frame(self) -> int:

@@ -36,6 +36,8 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Callable, Deque, List, Optional, Sequence, Tuple
 
+from lingbot_ros.cache.stats import CacheStats
+from lingbot_ros.cache.stream import CacheState
 from lingbot_ros.model.config import SPECIAL_TOKENS
 from lingbot_ros.streaming.caches import CacheSpec, StreamCache
 from lingbot_ros.streaming.call_stats import Attended, Resident
@@ -201,6 +203,15 @@ class Window:
         """Let go of the caches (their pools stay with :class:`Windows` until dropped)."""
         self.agg = self.camera = None
 
+    def export_state(self, device: Optional[torch.device] = None) -> 'WindowState':
+        """Copy what the next call reads of this window (between calls), onto ``device``."""
+        if not all(hasattr(c, 'export_state') for c in (self.agg, self.camera)):
+            raise TypeError(f'{type(self.agg).__name__} caches cannot be saved: only paged '
+                            'caches can')
+        return WindowState(index=self.index, sim3=self.sim3, time=self.time, seen=self.seen,
+                           overlap=tuple(self.overlap), agg=self.agg.export_state(device),
+                           camera=self.camera.export_state(device))
+
     # --- cache counters as the fixtures report them -------------------------------------
 
     def attended(self, n: int, defer: bool, scale_frames: int, sliding_window: int,
@@ -226,6 +237,31 @@ class Window:
                         visible_kv_tokens=resident * patches + frames * SPECIAL_TOKENS,
                         camera_frame_idx=self.seen,
                         camera_cache_frames=(self.camera.frames,) * iterations)
+
+
+@dataclass(frozen=True)
+class WindowState:
+    """A window between calls: its place in the map, its clock, its overlap and caches."""
+
+    index: int
+    sim3: Sim3
+    time: int
+    seen: int
+    overlap: Tuple[Kept, ...]
+    agg: CacheState
+    camera: CacheState
+
+
+@dataclass(frozen=True)
+class WindowsState:
+    """The stream's windows between calls: the window in effect and the current one."""
+
+    frames: int                    # the sliding window in effect (after memory shrinks)
+    opened: int
+    memory_shrinks: int
+    last_oom: Optional[str]
+    spoiled: bool
+    current: Optional[WindowState]
 
 
 # (window, images, frame indices, with depth) -> the call's pose_enc [S, 9], depth or None
@@ -296,6 +332,19 @@ class Windows:
         camera.reset()
         return agg, camera
 
+    def cache_stats(self) -> CacheStats:
+        """Report the current window's caches (nothing of the session's counters)."""
+        w = self.current
+        if w is None:
+            return CacheStats()
+        if hasattr(w.agg, 'stats'):
+            return w.agg.stats()
+        frames = w.agg.frames
+        scale = min(frames, self._scale_frames)
+        return CacheStats(frames=frames, scale_pages=scale,
+                          live_pages=w.agg.patch_frames_resident - scale,
+                          special_tokens=frames * SPECIAL_TOKENS)
+
     def start(self, h: int, w: int) -> Window:
         """Make a stream's first window (a scale phase) current, on fresh caches."""
         agg, camera = self.caches_for(h, w)
@@ -349,6 +398,81 @@ class Windows:
                                     [k.depth_map for k in kept] if with_depth else None, depths)
         self.current = window
         self.opened += 1
+
+    # --- saved state ---------------------------------------------------------------------
+
+    def export_state(self, device: Optional[torch.device] = None) -> WindowsState:
+        """Copy the windows' state (between calls) onto ``device`` (default: the stream's)."""
+        current = None if self.current is None else self.current.export_state(device)
+        return WindowsState(frames=self.frames, opened=self.opened,
+                            memory_shrinks=self.memory_shrinks, last_oom=self.last_oom,
+                            spoiled=self.spoiled, current=current)
+
+    def import_state(self, state: WindowsState, model_hw: Optional[Tuple[int, int]]) -> None:
+        """
+        Continue from ``state`` (on a new :class:`Windows`): caches of its spec, filled.
+
+        Checked against what this stream's caches hold before anything changes; a state
+        that does not fit is a ValueError (a cache that then refuses it leaves no current
+        window), one whose pools do not fit the device OutOfMemory. ``model_hw``: the
+        stream's grid (None only without a window).
+        """
+        configured = self.frames
+        if not min(configured, MIN_SLIDING_WINDOW) <= state.frames <= configured:
+            raise ValueError(f'sliding window in effect {state.frames} is not allowed: '
+                             f'{MIN_SLIDING_WINDOW}..{configured} (the configured one)')
+        w = state.current
+        if w is not None:
+            self._check(w, model_hw)
+        self.frames = state.frames
+        if w is not None:
+            agg, camera = self.caches_for(*model_hw)
+            if self.frames != state.frames:  # halved: the saved pages do not fit the device
+                raise OutOfMemory(f'out of device memory for the saved window of '
+                                  f'{state.frames} frames (pools of {self.frames} fit)')
+            try:
+                agg.import_state(w.agg)
+                camera.import_state(w.camera)
+            except BaseException:
+                agg.reset()
+                camera.reset()
+                raise
+            self.current = Window(index=w.index, agg=agg, camera=camera, sim3=w.sim3,
+                                  time=w.time, seen=w.seen,
+                                  overlap=deque(self._on_device(w.overlap),
+                                                maxlen=self._scale_frames))
+        self.opened, self.memory_shrinks = state.opened, state.memory_shrinks
+        self.last_oom, self.spoiled = state.last_oom, state.spoiled
+
+    def _check(self, w: WindowState, model_hw: Optional[Tuple[int, int]]) -> None:
+        """Raise ValueError unless ``w`` is what a window of this stream can hold."""
+        if model_hw is None:
+            raise ValueError('a window without the image grid it was made for')
+        spec = self._spec(*model_hw)  # what the cache tensors hold does not depend on frames
+        checks = (('aggregator', w.agg, spec.global_layers, spec.global_heads,
+                   spec.global_head_dim, spec.dtype),
+                  ('camera head', w.camera, spec.camera_layers, spec.camera_heads,
+                   spec.camera_head_dim, spec.camera_dtype))
+        for name, cache, layers, heads, dim, dtype in checks:
+            for t in (cache.keys, cache.values):
+                got = (t.shape[0], t.shape[2], t.shape[3]) if t.ndim == 4 else tuple(t.shape)
+                if got != (layers, heads, dim) or t.dtype != dtype:
+                    raise ValueError(f'the {name} cache {tuple(t.shape)} {t.dtype} does not '
+                                     f'fit: [{layers}, tokens, {heads}, {dim}] {dtype}')
+        if not w.time == w.agg.frames == w.camera.frames or not 0 < w.time <= self.limit:
+            raise ValueError(f'window time {w.time} with {w.agg.frames} and '
+                             f'{w.camera.frames} cached frames: expected equal, 1..{self.limit}')
+        if len(w.overlap) > self._scale_frames:
+            raise ValueError(f'{len(w.overlap)} overlap frames: at most {self._scale_frames}')
+        for kept in w.overlap:
+            if tuple(kept.image.shape) != (3, *model_hw) or (
+                    kept.depth_map is not None and kept.depth_map.shape != tuple(model_hw)):
+                raise ValueError(f'overlap frame {kept.index} is not on the {model_hw} grid')
+
+    def _on_device(self, overlap: Sequence[Kept]) -> List[Kept]:
+        """Return the overlap frames with their images on the stream's device."""
+        return [Kept(index=k.index, image=k.image.to(self._ctx.device), pose_map=k.pose_map,
+                     depth_map=k.depth_map) for k in overlap]
 
     def shrinkable(self, exc: BaseException) -> str:
         """Return why a call ran out of memory; re-raise when the window cannot shrink."""

@@ -77,6 +77,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument('--trajectory', metavar='FILE.tum',
                    help='write camera-to-world poses in TUM format')
     p.add_argument('--kv-stats', metavar='FILE.json', help='write per-call cache statistics')
+    p.add_argument('--save-state', metavar='FILE',
+                   help="after the last frame, write the stream's state (caches, window, "
+                   'trajectory) for --resume')
+    p.add_argument('--resume', metavar='FILE',
+                   help='start from a state written by --save-state (or the node): the same '
+                   "map, frame and scale, frame index and (without the input's own stamps) "
+                   'time base; the outputs hold the new frames only; a state of another '
+                   'model, weights, dtype, grid or settings is refused')
     map_defaults = MapCloudConfig()
     p.add_argument('--ply', metavar='FILE.ply',
                    help='write the accumulated map (keyframe points per voxel) as binary PLY')
@@ -271,9 +279,12 @@ def run(args: argparse.Namespace) -> dict:
     except ValueError as exc:
         raise ReplayError(str(exc)) from exc
     session = engine.new_session('replay', stream_cfg)
+    if args.resume:
+        stamps = _resume(session, engine, args, tuple(images.shape[-2:]), stamps)
     bar = _progress(images.shape[0], args.quiet)
     try:
-        out = session.run(images, stamps, progress=bar.update_to if bar else None)
+        out = session.run(images, stamps, progress=bar.update_to if bar else None,
+                          resume=bool(args.resume))
     except ValueError as exc:
         raise ReplayError(str(exc)) from exc
     finally:
@@ -296,6 +307,7 @@ def run(args: argparse.Namespace) -> dict:
             steps = [call.as_record() for call in out.kv_stats]
             with atomic_file(args.kv_stats) as fh:
                 fh.write(json.dumps({'steps': steps}, indent=1).encode())
+        saved = _save_state(session, engine, args.save_state) if args.save_state else None
         restarts = 0
         if cloud is not None:
             restarts = _build_map(results, cloud, store)
@@ -314,7 +326,38 @@ def run(args: argparse.Namespace) -> dict:
         summary['map'], summary['map_restarts'] = cloud.stats(), restarts
     if store is not None:
         summary['colmap'] = colmap
+    if saved is not None:
+        summary['state'] = saved
+    if session.resume_report is not None:
+        summary['resumed'] = session.resume_report.summary()
     return summary
+
+
+def _resume(session: Any, engine: Any, args: argparse.Namespace, model_hw: tuple,
+            stamps: list) -> list:
+    """
+    Start ``session`` from ``--resume``; return the frames' stamps from there on.
+
+    Stamps the replay made itself (``index / --fps``) go on from the saved stream's frame
+    index; an input's own clock (a bag's, ``--stamps``) is kept. A refused state is a
+    ReplayError of one line.
+    """
+    from lingbot_ros.streaming.errors import StateError
+    from lingbot_ros.streaming.state import load_into
+    from lingbot_ros.tools import bag
+    try:
+        load_into(session, args.resume, engine.state_identity(), model_hw=model_hw)
+    except StateError as exc:
+        raise ReplayError(str(exc)) from exc
+    if getattr(args, 'stamps', None) or bag.bag_folder(Path(args.images)) is not None:
+        return stamps
+    return [int(round((session.frames_seen + i) * 1e9 / args.fps)) for i in range(len(stamps))]
+
+
+def _save_state(session: Any, engine: Any, path: str) -> Any:
+    """Write the stream's state after its last frame (nothing is in flight then)."""
+    from lingbot_ros.streaming.state import save_session
+    return save_session(session, path, engine.state_identity())
 
 
 def _build_map(results: Sequence[Any], cloud: MapCloud, store: Any) -> int:
@@ -364,6 +407,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             dest = ', '.join(d for d in (args.ply, args.colmap) if d)
             print(f'map: {m.points} points from {m.keyframes} keyframes ({m.dropped_points} '
                   f'dropped at the bound{note}) -> {dest}', file=sys.stderr)
+        if 'resumed' in summary:
+            print(f"resumed: {summary['resumed']}", file=sys.stderr)
+        if 'state' in summary:
+            saved = summary['state']
+            print(f'state: {saved.size_bytes / 1e6:.1f} MB -> {saved.path}', file=sys.stderr)
         if 'colmap' in summary:
             c = summary['colmap']
             unit = 'metres' if scale is not None and scale.metric else "the model's"
