@@ -35,8 +35,8 @@ from conftest import dds_domain, dds_env, node_executable
 from diagnostic_msgs.msg import DiagnosticArray
 from lifecycle_msgs.msg import State, Transition
 from lifecycle_msgs.srv import ChangeState, GetState
-from lingbot_ros.ros.params import SPEC, SPECS
 from lingbot_ros.ros.probe import Probe, status_of
+from lingbot_ros.streaming.parameters import SPEC, SPECS
 import numpy as np
 import pytest
 
@@ -92,7 +92,7 @@ def test_launch_file_declares_described_arguments_and_a_lifecycle_node():
     assert consts[kw['package'].id] == 'lingbot_ros'
     executable = consts[kw['executable'].id]
     setup = (ROOT / 'setup.py').read_text()
-    assert f"'{executable} = lingbot_ros.ros.node:main'" in setup
+    assert f"'{executable} = lingbot_ros.ros.cli:main'" in setup
     assert (ROOT / 'config' / consts['PARAMS_FILE']).is_file()
     assert "glob('config/*.yaml')" in setup and "glob('launch/*.launch.py')" in setup
     assert "glob('config/*.rviz')" in setup and (ROOT / 'config' / consts['RVIZ_FILE']).is_file()
