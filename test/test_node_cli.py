@@ -238,7 +238,7 @@ def test_the_node_comes_up_without_importing_flashinfer_or_torch(tmp_path):
 
 
 def test_the_node_and_its_services_do_not_import_their_callers():
-    """cli -> node -> services: never back, lazy and TYPE_CHECKING imports included."""
+    """The imports run cli -> node -> services, never back (lazy and TYPE_CHECKING ones too)."""
     import ast
     from pathlib import Path
     ros = Path(__file__).resolve().parents[1] / 'lingbot_ros' / 'ros'
