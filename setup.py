@@ -85,7 +85,7 @@ setup(
     tests_require=['pytest'],
     entry_points={
         'console_scripts': [
-            'lingbot_node = lingbot_ros.ros.node:main',
+            'lingbot_node = lingbot_ros.ros.cli:main',
             'lingbot-ros-replay = lingbot_ros.tools.replay:main',
             'lingbot-ros-play = lingbot_ros.tools.play:main',
             'lingbot-ros-bench = lingbot_ros.tools.bench:main',

@@ -86,7 +86,7 @@ def _node_cmd(args: argparse.Namespace, topics: list, names: list) -> list:
     exe = _scripts_dir() / NODE
     cmd = [str(exe) if exe.exists() else sys.executable, '--ros-args']
     if not exe.exists():
-        cmd[1:1] = ['-m', 'lingbot_ros.ros.node']
+        cmd[1:1] = ['-m', 'lingbot_ros.ros.cli']
     if args.params:
         cmd += ['--params-file', str(args.params)]
     cmd += ['-p', 'camera_topics:=[' + ','.join(topics) + ']']

@@ -140,10 +140,11 @@ def main() -> None:
         torch.cuda.set_per_process_memory_fraction(min(1.0, args.cap_gib * 2**30 / total))
     if args.params:
         import yaml
-        from lingbot_ros.ros.params import engine_config, parse, stream_config
+        from lingbot_ros.ros.params import stream_config
+        from lingbot_ros.streaming.parameters import parse
         with open(args.params) as fh:
             params = parse(yaml.safe_load(fh)['/**']['ros__parameters'])
-        engine_cfg = engine_config(params, torch.cuda.is_available())
+        engine_cfg = EngineConfig.from_parameters(params, torch.cuda.is_available())
         stream_cfg = stream_config(params).replace(with_depth=True)
     else:
         engine_cfg = EngineConfig(preset=args.preset, device=args.device, dtype=args.dtype)

@@ -17,7 +17,10 @@ Start lingbot_node as a managed (lifecycle) node with a parameter file.
 
 ``ros2 launch lingbot_ros lingbot.launch.py image_topic:=/camera/color/image_raw``, or for
 several cameras ``camera_topics:="[/cam_front/image_raw, /cam_rear/image_raw]"
-camera_names:="[front, rear]"`` (they override the parameter file's lists). By default
+camera_names:="[front, rear]"`` (they override the parameter file's lists).
+``params_file`` (default: the package's ``config/lingbot.yaml``) is loaded first, then
+``extra_params_file`` if given, whose values win: advanced parameters, or an overlay such
+as ``config/lingbot_8gb.yaml``. A parameter neither file names keeps its default. By default
 the node configures and activates itself (``autostart:=true``); with ``autostart:=false``
 it waits in ``unconfigured`` for a lifecycle manager (nav2's, or ``ros2 lifecycle set``).
 The package's share directory is found when the launch runs (``FindPackageShare``), not
@@ -117,7 +120,11 @@ class _ExitWatch:
 
 def _node(context: LaunchContext) -> list:
     """Build the lifecycle node (cameras from the arguments, if given) and its exit watch."""
-    parameters = [LaunchConfiguration('params_file'), {
+    files = [LaunchConfiguration('params_file')]
+    extra = LaunchConfiguration('extra_params_file').perform(context).strip()
+    if extra:  # after the main file: its values win
+        files.append(extra)
+    parameters = files + [{
         'use_sim_time': ParameterValue(LaunchConfiguration('use_sim_time'), value_type=bool),
         'autostart': ParameterValue(LaunchConfiguration('autostart'), value_type=bool)}]
     cameras = {}
@@ -151,7 +158,12 @@ def generate_launch_description() -> LaunchDescription:
     arguments = [
         DeclareLaunchArgument('params_file', default_value=default_params,
                               description='YAML file with the lingbot_node parameters '
-                                          '(see config/lingbot.yaml for every one).'),
+                                          '(config/lingbot.yaml: the main ones).'),
+        DeclareLaunchArgument('extra_params_file', default_value='',
+                              description='A second parameter file, loaded after '
+                                          'params_file (its values win): advanced '
+                                          'parameters (config/advanced.yaml lists them) or '
+                                          'an overlay such as config/lingbot_8gb.yaml.'),
         DeclareLaunchArgument('namespace', default_value='',
                               description='Namespace of the node and its topics.'),
         DeclareLaunchArgument('image_topic', default_value='image',

@@ -117,7 +117,7 @@ def ament_env(tmp_path_factory) -> dict:
     lib = prefix / 'lib' / 'lingbot_ros'
     lib.mkdir(parents=True)
     exe = lib / 'lingbot_node'
-    exe.write_text(f'#!/bin/sh\nexec "{sys.executable}" -m lingbot_ros.ros.node "$@"\n')
+    exe.write_text(f'#!/bin/sh\nexec "{sys.executable}" -m lingbot_ros.ros.cli "$@"\n')
     exe.chmod(0o755)
     paths = [str(prefix)] + [p for p in os.environ.get('AMENT_PREFIX_PATH', '').split(':') if p]
     return dict(os.environ, AMENT_PREFIX_PATH=':'.join(paths))

@@ -29,7 +29,7 @@ import time
 
 from conftest import dds_domain
 from lingbot_ros.ros.executor import PoolExecutor, QUEUED_WAIT_S
-from lingbot_ros.ros.params import SPEC
+from lingbot_ros.streaming.parameters import SPEC
 import pytest
 import rclpy
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallbackGroup

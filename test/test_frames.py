@@ -19,7 +19,7 @@ from types import SimpleNamespace
 from lingbot_ros.ros import messages
 from lingbot_ros.ros.camera import CameraStream
 from lingbot_ros.ros.node import LingbotNode
-from lingbot_ros.ros.params import parse, SPEC
+from lingbot_ros.streaming.parameters import parse, SPEC
 import numpy as np
 import pytest
 
@@ -32,7 +32,7 @@ def _frames(values, names, frame_id='cam_optical'):
     for cam in cams:
         cam.frame_id = frame_id
     node = SimpleNamespace(params=params, cameras=cams)
-    return [LingbotNode._frames(node, cam) for cam in cams]
+    return [LingbotNode.camera_frames(node, cam) for cam in cams]
 
 
 def test_one_camera_publishes_in_lingbot_map_never_in_navs_map():
@@ -59,12 +59,12 @@ def test_odometry_states_the_configured_covariance():
     assert np.array_equal(np.diag(cov), pose_cov) and np.count_nonzero(cov) == 6
     twist = np.array(odom.twist.covariance).reshape(6, 6)
     assert np.array_equal(np.diag(twist), SPEC['twist_covariance'].default)
-    given = parse({'pose_covariance': [1, 2, 3, 4, 5, 6]}).outputs.pose_covariance
+    given = parse({'pose_covariance': [1, 2, 3, 4, 5, 6]}).pose_covariance
     assert given == (1.0, 2.0, 3.0, 4.0, 5.0, 6.0)
 
 
 @pytest.mark.parametrize('bad', [[0.1] * 5, [0.1, 0.1, 0.1, 0.1, 0.1, 0.0], ['a'] * 6])
 def test_a_covariance_that_is_not_six_positive_numbers_is_refused(bad):
-    from lingbot_ros.ros.params import ParamError
+    from lingbot_ros.streaming.parameters import ParamError
     with pytest.raises(ParamError, match='pose_covariance=.*6 positive numbers'):
         parse({'pose_covariance': bad})

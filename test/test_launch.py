@@ -35,8 +35,8 @@ from conftest import dds_domain, dds_env, node_executable
 from diagnostic_msgs.msg import DiagnosticArray
 from lifecycle_msgs.msg import State, Transition
 from lifecycle_msgs.srv import ChangeState, GetState
-from lingbot_ros.ros.params import SPEC, SPECS
 from lingbot_ros.ros.probe import Probe, status_of
+from lingbot_ros.streaming.parameters import SPEC, SPECS
 import numpy as np
 import pytest
 
@@ -44,8 +44,8 @@ DOMAIN = dds_domain(52)
 ROOT = Path(__file__).resolve().parents[1]
 LAUNCH = ROOT / 'launch' / 'lingbot.launch.py'
 EXE = node_executable()
-ARGUMENTS = {'params_file', 'namespace', 'image_topic', 'camera_topics', 'camera_names',
-             'autostart', 'rviz', 'use_sim_time', 'log_level'}
+ARGUMENTS = {'params_file', 'extra_params_file', 'namespace', 'image_topic', 'camera_topics',
+             'camera_names', 'autostart', 'rviz', 'use_sim_time', 'log_level'}
 FAST = """
 /**:
   ros__parameters:
@@ -92,7 +92,7 @@ def test_launch_file_declares_described_arguments_and_a_lifecycle_node():
     assert consts[kw['package'].id] == 'lingbot_ros'
     executable = consts[kw['executable'].id]
     setup = (ROOT / 'setup.py').read_text()
-    assert f"'{executable} = lingbot_ros.ros.node:main'" in setup
+    assert f"'{executable} = lingbot_ros.ros.cli:main'" in setup
     assert (ROOT / 'config' / consts['PARAMS_FILE']).is_file()
     assert "glob('config/*.yaml')" in setup and "glob('launch/*.launch.py')" in setup
     assert "glob('config/*.rviz')" in setup and (ROOT / 'config' / consts['RVIZ_FILE']).is_file()
@@ -141,7 +141,8 @@ def test_launch_file_loads_without_the_package_installed():
     # the node is built when the launch runs, from the arguments given
     context = LaunchContext()
     context.launch_configurations.update({
-        'params_file': str(ROOT / 'config' / 'lingbot.yaml'), 'namespace': '',
+        'params_file': str(ROOT / 'config' / 'lingbot.yaml'),
+        'extra_params_file': str(ROOT / 'config' / 'lingbot_8gb.yaml'), 'namespace': '',
         'image_topic': 'image', 'camera_topics': '', 'camera_names': '', 'autostart': 'true',
         'use_sim_time': 'false', 'log_level': 'info', 'rviz': 'false'})
     built = [a for e in desc.entities if isinstance(e, OpaqueFunction)
@@ -186,8 +187,11 @@ def _stop(proc, log):
 
 @NEEDS_ROS2
 def test_ros2_launch_starts_an_active_lifecycle_node(ament_env, tmp_path):
+    extra = tmp_path / 'extra.yaml'  # loaded after params_file: its values win
+    extra.write_text('/**:\n  ros__parameters:\n    diagnostics_period: 0.25\n'
+                     '    path_max_length: 500\n')
     proc, log = _launch(ament_env, tmp_path, 'namespace:=robot',
-                        'image_topic:=/robot/camera/image_raw')
+                        'image_topic:=/robot/camera/image_raw', f'extra_params_file:={extra}')
     os.environ['ROS_AUTOMATIC_DISCOVERY_RANGE'] = 'LOCALHOST'
     probe = Probe('launch_probe', domain_id=DOMAIN)
     try:
@@ -219,6 +223,8 @@ def test_ros2_launch_starts_an_active_lifecycle_node(ament_env, tmp_path):
         values = dumped['/robot/lingbot_node']['ros__parameters']
         assert {s.name for s in SPECS} <= set(values), dump.stdout + dump.stderr
         assert values['camera_names'] == [] and values['map_frame'] == 'lingbot_map'
+        assert (values['image_size'], values['diagnostics_period'],
+                values['path_max_length']) == (56, 0.25, 500)  # both files, in order
     finally:
         rc = _stop(proc, log)
         probe.close()

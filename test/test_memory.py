@@ -20,12 +20,12 @@ import weakref
 
 from lingbot_ros.model.checkpoint import compute_in_float32, load_model, matmul_parameters
 from lingbot_ros.model.config import ModelConfig
-from lingbot_ros.ros.params import parse
 from lingbot_ros.streaming import memory
 from lingbot_ros.streaming.config import EngineConfig, KvCacheDtype, StreamConfig
 from lingbot_ros.streaming.engine import Engine
 from lingbot_ros.streaming.memory import (call_activation_bytes, estimate, fitting_window,
                                           MemoryEstimate)
+from lingbot_ros.streaming.parameters import parse
 import numpy as np
 import pytest
 import torch
@@ -295,18 +295,20 @@ def _yaml(name: str) -> dict:
     return yaml.safe_load((ROOT / 'config' / name).read_text())['/**']['ros__parameters']
 
 
-def test_8gb_profile_parses_with_the_same_keys_as_the_default():
-    default, small = _yaml('lingbot.yaml'), _yaml('lingbot_8gb.yaml')
-    assert list(small) == list(default)
-    params = parse(small)
-    assert params.stream.sliding_window >= 48 and params.stream.image_size == 518
-    assert params.model.dtype == 'bfloat16'
+def test_8gb_profile_is_an_overlay_of_changed_values_alone_or_after_the_main_file():
+    main, small = _yaml('lingbot.yaml'), _yaml('lingbot_8gb.yaml')
+    defaults = parse({})
+    assert all(getattr(parse(small), k) != getattr(defaults, k) for k in small), small
+    alone, after = parse(small), parse({**main, **small})  # the node's two ways to load it
+    assert alone == after and alone.sliding_window == 64 and alone.image_size == 518
+    assert EngineConfig.from_parameters(alone, cuda_available=True).dtype == 'bfloat16'
 
 
 def test_8gb_profile_fits_8_gib_at_294x518_by_estimate():
-    from lingbot_ros.ros.params import engine_config, stream_config
+    from lingbot_ros.ros.params import stream_config
     params = parse(_yaml('lingbot_8gb.yaml'))  # exactly what the node builds from the file
-    ecfg, scfg = engine_config(params, cuda_available=True), stream_config(params)
+    ecfg = EngineConfig.from_parameters(params, cuda_available=True)
+    scfg = stream_config(params)
     assert ecfg.expandable_segments and scfg.max_window_frames == 256
     est = estimate(ecfg, scfg, (720, 1280), backend='flashinfer', device_type='cuda')
     assert est.model_hw == (294, 518)

@@ -36,9 +36,10 @@ PROFILE = Path(__file__).resolve().parents[1] / 'config' / 'lingbot_8gb.yaml'
 
 def _profile() -> tuple:
     """Return (EngineConfig, StreamConfig) of config/lingbot_8gb.yaml, as the node builds them."""
-    from lingbot_ros.ros.params import engine_config, parse, stream_config
+    from lingbot_ros.ros.params import stream_config
+    from lingbot_ros.streaming.parameters import parse
     params = parse(yaml.safe_load(PROFILE.read_text())['/**']['ros__parameters'])
-    return engine_config(params, cuda_available=True), stream_config(params)
+    return EngineConfig.from_parameters(params, cuda_available=True), stream_config(params)
 
 
 def _frames(count: int, hw=CAMERA_HW):

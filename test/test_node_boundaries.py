@@ -36,8 +36,8 @@ from diagnostic_msgs.msg import DiagnosticArray
 from geometry_msgs.msg import PoseStamped
 from lifecycle_msgs.msg import Transition
 from lifecycle_msgs.srv import ChangeState
-from lingbot_ros.ros.params import SPECS
 from lingbot_ros.ros.probe import Probe, status_of
+from lingbot_ros.streaming.parameters import SPECS
 import numpy as np
 import pytest
 from rcl_interfaces.msg import Parameter, ParameterType, ParameterValue

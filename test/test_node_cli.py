@@ -139,7 +139,7 @@ def test_a_model_that_cannot_be_imported_fails_configure_with_the_reason(tmp_pat
     (broken / '__init__.py').write_text('raise ImportError("libtorch_cpu.so: cannot open '
                                         'shared object file")\n')
     path = os.pathsep.join([str(tmp_path / 'site')] + sys.path)
-    proc = subprocess.run([sys.executable, '-m', 'lingbot_ros.ros.node', '--ros-args', '-r',
+    proc = subprocess.run([sys.executable, '-m', 'lingbot_ros.ros.cli', '--ros-args', '-r',
                            '__node:=lingbot_notorch'], env=dds_env(DOMAIN, PYTHONPATH=path),
                           capture_output=True, text=True, timeout=120)
     out = proc.stdout + proc.stderr
@@ -235,3 +235,18 @@ def test_the_node_comes_up_without_importing_flashinfer_or_torch(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert 'flashinfer missing: False' in proc.stdout  # found where it is installed
     assert 'imported: []' in proc.stdout, proc.stdout
+
+
+def test_the_node_and_its_services_do_not_import_their_callers():
+    """The imports run cli -> node -> services, never back (lazy and TYPE_CHECKING ones too)."""
+    import ast
+    from pathlib import Path
+    ros = Path(__file__).resolve().parents[1] / 'lingbot_ros' / 'ros'
+
+    def imported(name):
+        tree = ast.parse((ros / f'{name}.py').read_text())
+        return {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)} | {
+            a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+    assert 'lingbot_ros.ros.cli' not in imported('node') | imported('services')
+    assert 'lingbot_ros.ros.node' not in imported('services')
+    assert 'lingbot_ros.ros.node' in imported('cli')  # the entry point builds the node

@@ -98,7 +98,7 @@ def rig(monkeypatch):
     finally:
         for gate in box.get('gates', []):
             gate.release.set()
-        node._release()
+        node.release()
         executor.shutdown()
         node.destroy_node()
         rclpy.try_shutdown(context=ctx)

@@ -22,8 +22,8 @@ from conftest import dds_domain
 from lingbot_ros.ros import messages
 from lingbot_ros.ros.camera import CameraStream
 from lingbot_ros.ros.outputs import CameraPublishers, Outputs
-from lingbot_ros.ros.params import parse
 from lingbot_ros.ros.worker import Output
+from lingbot_ros.streaming.parameters import parse
 from lingbot_ros.streaming.result import FrameResult, FrameType
 import numpy as np
 import pytest

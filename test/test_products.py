@@ -176,11 +176,12 @@ def test_the_messages_carry_the_made_bytes_as_they_would_have_built_them():
 
 
 def test_the_node_asks_only_for_what_someone_reads():
-    from lingbot_ros.ros.params import Listened, parse, stream_config
+    from lingbot_ros.ros.params import Listened, stream_config
+    from lingbot_ros.streaming.parameters import parse
     p = parse({'publish_depth': True, 'publish_points': True, 'map_convention': 'rep103'})
     both = stream_config(p).products
-    assert p.inputs.map_convention is MapConvention.REP103
-    assert both.depth_on_input and both.points.decimation == p.outputs.points_decimation
+    assert p.map_convention is MapConvention.REP103
+    assert both.depth_on_input and both.points.decimation == p.points_decimation
     to_map = map_from_optical(MapConvention.REP103)
     assert both.points.map_from_session == tuple(to_map.reshape(-1))
     only_points = stream_config(p, Listened(depth=False, points=True)).products

@@ -21,11 +21,11 @@ from lingbot_ros.cache.stats import CacheStats
 from lingbot_ros.ros import diagnostics
 from lingbot_ros.ros.camera import CameraStream
 from lingbot_ros.ros.counters import Sent, Stage
-from lingbot_ros.ros.params import parse
 from lingbot_ros.ros.probe import status_of
 from lingbot_ros.streaming.device_memory import DeviceMemory
+from lingbot_ros.streaming.parameters import parse
 
-DIAG = parse({'stall_error_s': 2.0, 'drop_rate_warn': 0.25, 'pool_use_warn': 0.8}).diag
+DIAG = parse({'stall_error_s': 2.0, 'drop_rate_warn': 0.25, 'pool_use_warn': 0.8})
 INFO = diagnostics.NodeInfo(hardware_id='cpu', state=diagnostics.NodeState.ACTIVE,
                             model='/w.pt', device='cpu', dtype='float32', backend='sdpa')
 

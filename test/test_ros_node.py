@@ -33,8 +33,8 @@ import cv2
 from diagnostic_msgs.msg import DiagnosticArray
 from geometry_msgs.msg import PoseStamped
 from lingbot_ros.ros.convert import ENCODINGS
-from lingbot_ros.ros.params import SPEC
 from lingbot_ros.ros.probe import Probe, status_of
+from lingbot_ros.streaming.parameters import SPEC
 from nav_msgs.msg import Odometry, Path as PathMsg
 import numpy as np
 import pytest

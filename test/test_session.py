@@ -369,9 +369,9 @@ def test_runtime_update_applies_from_next_frame_and_guards_restart_fields():
 
 
 @pytest.mark.parametrize('field,value,needle', [
-    ('scale_frames', 0, '>= 1'), ('keyframe_mode', 'magic', "'interval'"),
-    ('flow_threshold_px', -1.0, '> 0'), ('image_size', 100, 'multiple of 14'),
-    ('max_window_frames', 3, 'scale_frames'), ('camera_iterations', -1, '>= 0'),
+    ('scale_frames', 0, '[1, 64]'), ('keyframe_mode', 'magic', "'interval'"),
+    ('flow_threshold_px', -1.0, '[0.01, 1000.0]'), ('image_size', 100, 'multiple of 14'),
+    ('max_window_frames', 3, 'scale_frames'), ('camera_iterations', -1, '[0, 8]'),
 ])
 def test_stream_config_errors_name_parameter_value_and_rule(field, value, needle):
     with pytest.raises(ConfigError) as err:

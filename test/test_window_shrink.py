@@ -20,8 +20,8 @@ from lingbot_ros.cache.stats import CacheStats
 from lingbot_ros.model.config import ModelConfig
 from lingbot_ros.ros import diagnostics
 from lingbot_ros.ros.camera import CameraStream
-from lingbot_ros.ros.params import parse
 from lingbot_ros.streaming.config import StreamConfig
+from lingbot_ros.streaming.parameters import parse
 from lingbot_ros.streaming.session import Session, SessionContext
 from lingbot_ros.streaming.windows import MIN_SLIDING_WINDOW
 import numpy as np
@@ -90,7 +90,7 @@ def test_a_shrunk_window_is_a_diagnostics_warning():
     cam.cache_stats = CacheStats(sliding_window=16)
     cam.counters.received = cam.counters.processed = 5
     status = diagnostics.camera_status(cam, diagnostics.NodeInfo(hardware_id='cpu'),
-                                       parse({}).diag, now=0.0)
+                                       parse({}), now=0.0)
     assert status.level == diagnostics.WARN
     assert 'shrunk to 16 frames' in status.message
     assert {v.key: v.value for v in status.values}['sliding_window'] == '16'

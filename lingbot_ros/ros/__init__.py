@@ -15,7 +15,8 @@
 """
 The ROS 2 layer: the node and everything that speaks ROS.
 
-The lifecycle node and its wiring, the command line, the parameter table, the image
+The lifecycle node and its wiring, the command line, the ROS side of the parameter table
+(descriptors, declaration, refusals, the rendered parameter files), the image
 intake and conversion, the worker thread that drives the sessions, the output and map
 threads and their publishers, services, diagnostics, TF lookups and the executor. The
 only layer (with ``tools``) that imports rclpy and message types; may import

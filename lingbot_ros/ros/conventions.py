@@ -13,22 +13,17 @@
 # limitations under the License.
 
 """
-The map conventions the node offers, as one enum and matrices (no message types, so light).
+The matrices of the map conventions the node offers (no message types, so light).
+
+:class:`~lingbot_ros.streaming.choices.MapConvention` names them (the parameter table's
+choices live below ``ros/``); here is what each means for poses and points.
 
 ``rep103``: the map is REP-103's body frame at the first camera pose (x forward, y left,
 z up); ``optical``: the map is the first camera's optical frame (x right, y down, z forward).
 """
 
-from enum import Enum
-
+from lingbot_ros.streaming.choices import MapConvention
 import numpy as np
-
-
-class MapConvention(str, Enum):
-    """The axes of the map frame poses and points are published in (``map_convention``)."""
-
-    REP103 = 'rep103'    # x forward, y left, z up at the first camera pose
-    OPTICAL = 'optical'  # the first camera's optical frame: x right, y down, z forward
 
 
 # optical (x right, y down, z forward) -> REP-103 body (x forward, y left, z up)

@@ -44,10 +44,6 @@ class Window:
     def add(self, value: float) -> None:
         self._values.append(float(value))
 
-    def resize(self, size: int) -> None:
-        if self._values.maxlen != max(2, int(size)):
-            self._values = deque(self._values, maxlen=max(2, int(size)))
-
     def percentile(self, q: float) -> Optional[float]:
         values = list(self._values)
         return float(np.percentile(values, q)) if values else None
@@ -64,10 +60,6 @@ class RateMeter:
 
     def tick(self, now: Optional[float] = None) -> None:
         self._times.append(time.monotonic() if now is None else now)
-
-    def resize(self, size: int) -> None:
-        if self._times.maxlen != max(2, int(size)):
-            self._times = deque(self._times, maxlen=max(2, int(size)))
 
     def rate(self, now: Optional[float] = None) -> float:
         """Return events per second; decays to 0 once events stop arriving."""
@@ -112,6 +104,9 @@ class Sent(Enum):
     MAP_POINTS = 'map_points'
 
 
+# Frames each camera's rates, latency percentiles and drop rate are taken over: a few
+# seconds of a camera, so /diagnostics follows a change within seconds.
+STATS_WINDOW = 200
 ARRIVAL_MAX_MS = 10_000.0  # older stamps (a bag of another day, another clock) are not timed
 
 
@@ -141,18 +136,6 @@ class CameraCounters:
         self.output_ms: dict = {}  # Sent -> Window of its build-and-send times
         self._window = window
         self.outcomes: Deque[bool] = deque(maxlen=max(2, window))  # True: dropped
-
-    def resize(self, window: int) -> None:
-        with self.lock:
-            self._resize(window)
-
-    def _resize(self, window: int) -> None:
-        for meter in (self.input_rate, self.processed_rate, self.step_ms, self.latency_ms,
-                      *self.stage_ms.values(), *self.output_ms.values()):
-            meter.resize(window)
-        self._window = window
-        if self.outcomes.maxlen != max(2, window):
-            self.outcomes = deque(self.outcomes, maxlen=max(2, window))
 
     def on_received(self, now: float) -> None:
         with self.lock:

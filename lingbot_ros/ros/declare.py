@@ -15,23 +15,68 @@
 """
 Our parameters as rclpy holds them: declared, checked by name, widened and refused.
 
-``params.py`` says what each parameter is (its spec, its validation, the dataclasses
-built from it) without rclpy; this module is where those specs meet a node: the
-declaration that collects what a YAML file got wrong instead of raising, the YAML keys
-that are not parameters, a whole number accepted where a float is declared, and the
-refusal, in our words, of a change rclpy would answer with its own.
+The table (:mod:`lingbot_ros.streaming.parameters`) says what each parameter is and checks
+values without rclpy; this module is where its rows meet a node: the declaration that
+collects what a YAML file got wrong instead of raising, the YAML keys that are not
+parameters, a whole number accepted where a float is declared, and the refusal, in our
+words, of a change rclpy would answer with its own.
 """
 
 import difflib
-from typing import List
+from typing import Any, List
 
-from lingbot_ros.ros.params import (check_one, descriptor, is_number_list, ParamError, shown,
-                                    SPEC, SPECS)
-from rcl_interfaces.msg import ParameterDescriptor
+from lingbot_ros.ros.params import descriptor
+from lingbot_ros.streaming.parameters import check_one, Kind, ParamError, shown, SPEC, SPECS
+from rcl_interfaces.msg import ParameterDescriptor, SetParametersResult
 from rclpy.node import Node
 from rclpy.parameter import Parameter
 
 ROS_OWN_PARAMETERS = ('use_sim_time', 'start_type_description_service')
+
+
+class OurParameters:
+    """
+    What a node of ours does with its parameters beyond rclpy (a mixin before rclpy's Node).
+
+    Changes are refused in our words before rclpy's checks run, whole numbers are taken
+    where floats are declared, and a value is read back with the table's default where
+    rclpy has none (a parameter a bad file left undeclared).
+    """
+
+    def widen_numbers(self, changed: list) -> list:
+        """Accept a whole number where a float is declared (``ros2 param set ... 5``)."""
+        return [widened(p) for p in changed]
+
+    def set_parameters_atomically(self, parameter_list: list) -> SetParametersResult:
+        """
+        Refuse in our own words before rclpy's checks run.
+
+        rclpy's descriptor checks answer ``Wrong parameter type, expected '2' got '4'`` or
+        ``Trying to set a read-only parameter``; ours name the parameter, the value and
+        what is allowed, and say that a read-only one takes effect only after a restart.
+        (The parameter services and ``ros2 param set`` come through here.)
+        """
+        reason = refusal([widened(p) for p in parameter_list])
+        if reason:
+            self.get_logger().warning(f'parameter change refused: {reason}')
+            return SetParametersResult(successful=False, reason=reason)
+        return super().set_parameters_atomically(parameter_list)
+
+    def set_parameters(self, parameter_list: list) -> list:
+        """Set each one as :meth:`set_parameters_atomically` does (the same refusals)."""
+        return [self.set_parameters_atomically([p]) for p in parameter_list]
+
+    def parameter_value(self, name: str) -> Any:
+        """Return a parameter's value as declared, or its default where it has none."""
+        try:
+            value = self.get_parameter(name).value
+        except Exception:  # noqa: BLE001 (undeclared after a type error, or uninitialised)
+            return SPEC[name].default
+        return SPEC[name].default if value is None else value
+
+    def parameter_values(self) -> dict:
+        """Return every parameter of the table: name -> value (as parse() takes them)."""
+        return {spec.name: self.parameter_value(spec.name) for spec in SPECS}
 
 
 def declare_all(node: Node) -> List[str]:
@@ -92,7 +137,7 @@ def unknown_parameters(node: Node) -> List[str]:
         close = difflib.get_close_matches(name, list(SPEC), n=1)
         hint = f" (did you mean '{close[0]}'?)" if close else ''
         node.get_logger().warning(f'unknown parameter {name!r} ignored{hint}; '
-                                  'config/lingbot.yaml lists every parameter')
+                                  'docs/parameters.md lists every parameter')
         unknown.append(name)
     return unknown
 
@@ -102,9 +147,9 @@ def widened(p: Parameter) -> Parameter:
     spec = SPEC.get(p.name)
     if spec is None:
         return p
-    if isinstance(spec.default, float) and p.type_ == Parameter.Type.INTEGER:
+    if spec.kind is Kind.DOUBLE and p.type_ == Parameter.Type.INTEGER:
         return Parameter(p.name, Parameter.Type.DOUBLE, float(p.value))
-    if is_number_list(spec.default) and p.type_ == Parameter.Type.INTEGER_ARRAY:
+    if spec.kind is Kind.DOUBLES and p.type_ == Parameter.Type.INTEGER_ARRAY:
         return Parameter(p.name, Parameter.Type.DOUBLE_ARRAY, [float(v) for v in p.value])
     return p
 

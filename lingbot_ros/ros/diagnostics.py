@@ -30,15 +30,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import Enum
+import importlib.util
 import time
 from typing import Any, Optional
 
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from lingbot_ros.ros.camera import CameraStream
 from lingbot_ros.ros.counters import Stage
-from lingbot_ros.ros.params import DiagParams
 from lingbot_ros.ros.reasons import Rejection
 from lingbot_ros.streaming.device_memory import DeviceMemory
+from lingbot_ros.streaming.parameters import Params
 
 OK, WARN, ERROR = DiagnosticStatus.OK, DiagnosticStatus.WARN, DiagnosticStatus.ERROR
 NODE_STATUS = '{}: node'
@@ -57,6 +58,32 @@ class NodeState(Enum):
     DEACTIVATING = 'deactivating'
     FINALIZED = 'finalized'
     AFTER_ERROR = 'unconfigured (after an error)'
+
+
+OPTIONAL = ('tf2_ros', 'cv_bridge', 'flashinfer')  # what the node runs without, reported
+
+
+def missing_optional() -> list:
+    """
+    Name the optional modules that are not usable here.
+
+    FlashInfer is only looked up, not imported: importing it imports torch (seconds), which
+    would hold up the node's start before its parameters are even checked. Whether it
+    works is said when the model loads (the attention backend and its reason).
+    """
+    missing = []
+    for module in OPTIONAL:
+        try:
+            if module == 'flashinfer':
+                usable = importlib.util.find_spec(module) is not None
+            else:
+                __import__(module)
+                usable = True
+        except Exception:  # noqa: BLE001 (any failure means "not usable here")
+            usable = False
+        if not usable:
+            missing.append(module)
+    return missing
 
 
 @dataclass
@@ -127,7 +154,7 @@ def gpu_memory(memory: Optional[DeviceMemory]) -> str:
     return memory.describe()
 
 
-def node_status(info: NodeInfo, cameras: list, diag: Optional[DiagParams] = None,
+def node_status(info: NodeInfo, cameras: list, diag: Optional[Params] = None,
                 memory: Optional[DeviceMemory] = None) -> DiagnosticStatus:
     """
     Summarise the model, the device and what is missing; level says what to act on.
@@ -187,14 +214,14 @@ def node_status(info: NodeInfo, cameras: list, diag: Optional[DiagParams] = None
                             hardware_id=info.hardware_id, values=_kv(values))
 
 
-def camera_status(cam: CameraStream, info: NodeInfo, diag: DiagParams,
+def camera_status(cam: CameraStream, info: NodeInfo, diag: Params,
                   now: float, map_counters: Any = None) -> DiagnosticStatus:
     """Report one camera's counters, cache statistics, rates and latencies (and its map's)."""
     with cam.counters.lock:  # one consistent picture while the other threads count on
         return _camera_status(cam, info, diag, now, map_counters)
 
 
-def _camera_status(cam: CameraStream, info: NodeInfo, diag: DiagParams,
+def _camera_status(cam: CameraStream, info: NodeInfo, diag: Params,
                    now: float, map_counters: Any) -> DiagnosticStatus:
     c, s = cam.counters, cam.cache_stats
     pool = s.scale_pages + s.live_pages + s.pending_pages
@@ -291,7 +318,7 @@ def _camera_status(cam: CameraStream, info: NodeInfo, diag: DiagParams,
                             hardware_id=info.hardware_id, values=_kv(values))
 
 
-def build(info: NodeInfo, cameras: list, diag: DiagParams, stamp,
+def build(info: NodeInfo, cameras: list, diag: Params, stamp,
           now: Optional[float] = None, memory: Optional[DeviceMemory] = None,
           maps: Optional[dict] = None) -> DiagnosticArray:
     """

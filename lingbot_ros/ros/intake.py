@@ -38,9 +38,10 @@ from lingbot_ros.ros.camera import CameraStream, StampVerdict
 from lingbot_ros.ros.convert import ImageRejected, TruncatedData
 from lingbot_ros.ros.counters import MAX_WRITERS, SequenceGaps  # noqa: F401 (re-exported)
 from lingbot_ros.ros.image_cdr import NotPlainCdr, parse_image
-from lingbot_ros.ros.params import InputTransport, NodeParams, QosReliability, SPEC
 from lingbot_ros.ros.reasons import Level, Rejection
 from lingbot_ros.ros.worker import Frame
+from lingbot_ros.streaming.choices import InputTransport, QosReliability
+from lingbot_ros.streaming.parameters import Params, SPEC
 from rclpy.callback_groups import CallbackGroup
 from rclpy.node import Node
 from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
@@ -53,7 +54,7 @@ class Intake:
     """The image callbacks of the node's cameras, and the subscriptions that call them."""
 
     def __init__(self, node: Node, converter: Callable[[], Any], queue: Callable[[], Any],
-                 params: Callable[[], Optional[NodeParams]], report: Callable[..., None],
+                 params: Callable[[], Optional[Params]], report: Callable[..., None],
                  memory_for: Callable[[CameraStream, tuple], None]) -> None:
         """Read the node's current converter, frame queue and parameters through callables."""
         self._node = node  # its logger, and the factory of the subscriptions
@@ -61,7 +62,7 @@ class Intake:
         self._report = report          # the worker sink's throttled per-camera log
         self._memory_for = memory_for  # re-estimates device memory at a camera's first frame
 
-    def subscribe(self, cameras: list, inputs: Any, group: CallbackGroup, into: list) -> None:
+    def subscribe(self, cameras: list, inputs: Params, group: CallbackGroup, into: list) -> None:
         """Subscribe each camera's topic (appended to ``into`` one by one, as made)."""
         qos = QoSProfile(depth=inputs.qos_depth, history=HistoryPolicy.KEEP_LAST,
                          reliability=(ReliabilityPolicy.BEST_EFFORT
@@ -104,7 +105,7 @@ class Intake:
                                   (time.monotonic() - now) * 1e3)
         last = gate.last_stamp
         params = self._params()
-        window_s = params.inputs.reorder_window_s if params is not None else \
+        window_s = params.reorder_window_s if params is not None else \
             SPEC['reorder_window_s'].default
         verdict = gate.admit(stamp, int(round(window_s * 1e9)))
         if verdict == StampVerdict.OUT_OF_ORDER:

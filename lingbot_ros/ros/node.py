@@ -37,7 +37,6 @@ exit in ``cli.py``.
 from __future__ import annotations
 
 import gc
-import importlib.util
 import sys
 import threading
 import time
@@ -49,20 +48,21 @@ from lingbot_ros.model.config import ConfigError
 from lingbot_ros.model.hub import Digest
 from lingbot_ros.ros import diagnostics
 from lingbot_ros.ros.camera import CameraStream
-from lingbot_ros.ros.cli import main, Phases, process_age
 from lingbot_ros.ros.convert import ImageConverter
-from lingbot_ros.ros.declare import declare_all, refusal, unknown_parameters, widened
+from lingbot_ros.ros.counters import STATS_WINDOW
+from lingbot_ros.ros.declare import declare_all, OurParameters, unknown_parameters
 from lingbot_ros.ros.diagnostics import NodeState
 from lingbot_ros.ros.intake import Intake
 from lingbot_ros.ros.map_thread import MapThread
 from lingbot_ros.ros.outputs import camera_frames, CameraPublishers, Outputs, quiet_events
-from lingbot_ros.ros.params import (engine_config, InputTransport, Listened, map_config,
-                                    NodeParams, ParamError, parse, SPEC, SPECS, stream_config,
-                                    update)
+from lingbot_ros.ros.params import camera_names, Listened, map_config, stream_config
 from lingbot_ros.ros.services import Services
 from lingbot_ros.ros.shutdown import StopRequest
+from lingbot_ros.ros.startup import Phases, process_age
 from lingbot_ros.ros.worker import FrameQueue, Worker, WorkerBusy
-from lingbot_ros.streaming.config import NOMINAL_INPUT_HW
+from lingbot_ros.streaming.choices import InputTransport
+from lingbot_ros.streaming.config import EngineConfig, NOMINAL_INPUT_HW
+from lingbot_ros.streaming.parameters import ParamError, Params, parse, SPEC, update
 from rcl_interfaces.msg import SetParametersResult
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
 from rclpy.clock import Clock, ClockType
@@ -76,27 +76,7 @@ SUCCESS = TransitionCallbackReturn.SUCCESS
 FAILURE = TransitionCallbackReturn.FAILURE
 
 
-def _optional(module: str) -> bool:
-    """
-    Tell whether an optional module is there.
-
-    FlashInfer is only looked up, not imported: importing it imports torch (seconds), which
-    would hold up the node's start before its parameters are even checked. Whether it
-    works is said when the model loads (the attention backend and its reason).
-    """
-    if module == 'flashinfer':
-        try:
-            return importlib.util.find_spec(module) is not None
-        except (ImportError, ValueError):
-            return False
-    try:
-        __import__(module)
-    except Exception:  # noqa: BLE001 (any failure means "not usable here")
-        return False
-    return True
-
-
-class LingbotNode(LifecycleNode):
+class LingbotNode(OurParameters, LifecycleNode):
     """The LingBot-Map streaming reconstruction node; see the module docstring."""
 
     def __init__(self, **kwargs: Any) -> None:
@@ -111,7 +91,7 @@ class LingbotNode(LifecycleNode):
         self._waited = 0.0  # seconds in unconfigured before the first configure
         self._declare_errors = declare_all(self)
         self.unknown_parameters = unknown_parameters(self)
-        self.params: Optional[NodeParams] = None
+        self.params: Optional[Params] = None
         self._stream_cfg = None
         self.engine = None
         self.cameras: list = []
@@ -126,15 +106,14 @@ class LingbotNode(LifecycleNode):
         self._listened = Listened(depth=False, points=False)  # read at every diagnostics tick
         self.info = diagnostics.NodeInfo(hardware_id='none',
                                          node=self.get_fully_qualified_name())
-        self.info.missing = [m for m in ('tf2_ros', 'cv_bridge', 'flashinfer')
-                             if not _optional(m)]
+        self.info.missing = diagnostics.missing_optional()
         self.info.unknown_parameters = list(self.unknown_parameters)
-        self.add_pre_set_parameters_callback(self._widen_numbers)
+        self.add_pre_set_parameters_callback(self.widen_numbers)
         self.add_on_set_parameters_callback(self._on_set_parameters)
         self.add_post_set_parameters_callback(self._after_set_parameters)
         self._diag_pub = self.create_publisher(DiagnosticArray, '/diagnostics', 10,
                                                event_callbacks=quiet_events())
-        period = self._raw('diagnostics_period')
+        period = self.parameter_value('diagnostics_period')
         ok = isinstance(period, float) and SPEC['diagnostics_period'].low <= period <= 60.0
         # steady clocks: with use_sim_time and no /clock (a paused bag) the diagnostics and
         # the map keep their beat; ROS time would stop them
@@ -152,11 +131,11 @@ class LingbotNode(LifecycleNode):
                               lambda: self.params, self._out.report, self._memory_for)
         # every map_period while publish_map is on; cancelled while it is off (a timer that
         # only returns still wakes the executor and costs the GIL)
-        map_period = self._raw('map_period')
+        map_period = self.parameter_value('map_period')
         ok = isinstance(map_period, float) and SPEC['map_period'].low <= map_period <= 3600.0
         self._map_timer = self.create_timer(map_period if ok else 1.0, self._out.publish_maps,
                                             callback_group=self._map_group, clock=self._steady)
-        if not self._raw('publish_map'):
+        if not self.parameter_value('publish_map'):
             self._map_timer.cancel()
         self._ready_at = time.monotonic()  # from here a lifecycle manager may keep us waiting
 
@@ -167,46 +146,13 @@ class LingbotNode(LifecycleNode):
 
     # --- parameters ---------------------------------------------------------------------
 
-    def _widen_numbers(self, changed: list) -> list:
-        """Accept a whole number where a float is declared (``ros2 param set ... 5``)."""
-        return [widened(p) for p in changed]
-
-    def set_parameters_atomically(self, parameter_list: list) -> SetParametersResult:
-        """
-        Refuse in our own words before rclpy's checks run.
-
-        rclpy's descriptor checks answer ``Wrong parameter type, expected '2' got '4'`` or
-        ``Trying to set a read-only parameter``; ours name the parameter, the value and
-        what is allowed, and say that a read-only one takes effect only after a restart.
-        (The parameter services and ``ros2 param set`` come through here.)
-        """
-        reason = refusal([widened(p) for p in parameter_list])
-        if reason:
-            self.get_logger().warning(f'parameter change refused: {reason}')
-            return SetParametersResult(successful=False, reason=reason)
-        return super().set_parameters_atomically(parameter_list)
-
-    def set_parameters(self, parameter_list: list) -> list:
-        """Set each one as :meth:`set_parameters_atomically` does (the same refusals)."""
-        return [self.set_parameters_atomically([p]) for p in parameter_list]
-
-    def _raw(self, name: str) -> Any:
-        try:
-            value = self.get_parameter(name).value
-        except Exception:  # noqa: BLE001 (undeclared after a type error, or uninitialised)
-            return SPEC[name].default
-        return SPEC[name].default if value is None else value
-
-    def _values(self) -> dict:
-        return {spec.name: self._raw(spec.name) for spec in SPECS}
-
     def _on_set_parameters(self, changed: list) -> SetParametersResult:
         changed = [p for p in changed if p.name in SPEC]  # use_sim_time etc. are rclpy's
         if not changed:
             return SetParametersResult(successful=True)
         if self.params is None:  # not configured: configure validates the whole set
             try:
-                parse({**self._values(), **{p.name: p.value for p in changed}})
+                parse({**self.parameter_values(), **{p.name: p.value for p in changed}})
             except ParamError as exc:
                 return SetParametersResult(successful=False, reason=str(exc))
             return SetParametersResult(successful=True)
@@ -224,11 +170,9 @@ class LingbotNode(LifecycleNode):
         with self._cfg_lock:
             self.params = update(self.params, {p.name: p.value for p in changed})
             self._stream_cfg = stream_config(self.params, self._listened)
-            for cam in self.cameras:
-                cam.counters.resize(self.params.diag.stats_window)
             maps = map_config(self.params)
             if self._converter is not None:
-                self._converter.max_pixels = self.params.inputs.max_input_pixels
+                self._converter.max_pixels = self.params.max_input_pixels
         if self._maps is not None:
             self._maps.set_config(maps)
         self._follow_map_switches()
@@ -237,13 +181,13 @@ class LingbotNode(LifecycleNode):
 
     def _follow_map_switches(self) -> None:
         """Run the map timer at map_period while publish_map is on, not at all while off."""
-        out = self.params.outputs
-        period_ns = int(out.map_period * 1e9)
+        p = self.params
+        period_ns = int(p.map_period * 1e9)
         if self._map_timer.timer_period_ns != period_ns:
             self._map_timer.timer_period_ns = period_ns
-        if out.publish_map and self._map_timer.is_canceled():
+        if p.publish_map and self._map_timer.is_canceled():
             self._map_timer.reset()
-        elif not out.publish_map and not self._map_timer.is_canceled():
+        elif not p.publish_map and not self._map_timer.is_canceled():
             self._map_timer.cancel()
 
     def _follow_listeners(self) -> None:
@@ -278,7 +222,7 @@ class LingbotNode(LifecycleNode):
         if self._declare_errors:
             return self._fail('invalid parameters: ' + '; '.join(self._declare_errors))
         try:
-            params = parse(self._values())
+            params = parse(self.parameter_values())
             stream_cfg = stream_config(params)
         except (ParamError, ConfigError) as exc:
             return self._fail(f'invalid parameters: {exc}')
@@ -287,14 +231,14 @@ class LingbotNode(LifecycleNode):
             import torch
             from lingbot_ros.streaming.engine import Engine
             phases.mark('import torch')
-            engine_cfg = engine_config(params, torch.cuda.is_available())
+            engine_cfg = EngineConfig.from_parameters(params, torch.cuda.is_available())
             phases.mark('device')  # the CUDA driver's start, where there is one
-            self._log_memory_need(engine_cfg, stream_cfg, len(params.inputs.camera_topics))
+            self._log_memory_need(engine_cfg, stream_cfg, len(params.camera_topics))
             phases.mark('memory estimate')  # with auto attention: FlashInfer's import
             engine = Engine.load(engine_cfg, progress=self._configure_progress)
             self.engine = engine  # released by cleanup, or below if configure fails
             phases.mark('model', getattr(engine, 'load_phases', None))
-            names = params.resolved_camera_names
+            names = camera_names(params)
             if engine.device.type == 'cuda':
                 self._warm_up(engine, stream_cfg, len(names))
                 phases.mark('warm-up')
@@ -308,27 +252,25 @@ class LingbotNode(LifecycleNode):
         self._listened = Listened(depth=False, points=False)  # no publishers yet
         self.params, self._stream_cfg = params, stream_config(params, self._listened)
         self._follow_map_switches()
-        self.cameras = [CameraStream(i, n, self._input_topic(t, params), s,
-                                     params.diag.stats_window)
-                        for i, (n, t, s) in enumerate(zip(names, params.inputs.camera_topics,
+        self.cameras = [CameraStream(i, n, self._input_topic(t, params), s, STATS_WINDOW)
+                        for i, (n, t, s) in enumerate(zip(names, params.camera_topics,
                                                           sessions))]
         for cam in self.cameras:
             cam.sliding_window = stream_cfg.sliding_window
-        self._queue = FrameQueue(len(self.cameras), params.inputs.queue_size)
+        self._queue = FrameQueue(len(self.cameras), params.queue_size)
         self._worker = Worker(self.cameras, self._queue, self._out, self.current_stream_config)
         self._maps = MapThread(len(self.cameras), map_config(params),
-                               max_keyframe_images=params.outputs.colmap_max_keyframes)
+                               max_keyframe_images=params.colmap_max_keyframes)
         self._maps.start()
         self._out.map_restarts = {}
-        self._converter = ImageConverter(params.inputs.use_cv_bridge,
-                                         params.inputs.max_input_pixels)
+        self._converter = ImageConverter(params.use_cv_bridge, params.max_input_pixels)
         self._fill_info(engine, engine_cfg)
         self._lb_services = Services(self, self._service_group)
         log.info(f'model: {engine.description} on {engine.device} ({self.info.dtype}, '
                  f'{engine.backend.value} attention); image conversion: '
                  f'{self._converter.backend}')
         for note in self.info.fallbacks:  # also in /diagnostics; here once, where it is read
-            log.warn(f'fallback: {note}')
+            log.warning(f'fallback: {note}')
         if engine.checkpoint is not None:
             sha = engine.checkpoint.digest.peek() or 'being computed, logged when known'
             log.info(f'checkpoint: {engine.checkpoint.path} (sha256 {sha})')
@@ -336,13 +278,13 @@ class LingbotNode(LifecycleNode):
             log.warning(f'NO CHECKPOINT: running {engine.description}. Poses and depth are '
                         'meaningless; set the checkpoint parameter to the released '
                         'LingBot-Map weights.')
-        if params.model.device == 'auto' and engine.device.type == 'cpu':
+        if params.device == 'auto' and engine.device.type == 'cpu':
             log.warning(_cpu_fallback_text(torch))
         self._phases = phases
-        # The model is hundreds of thousands of objects (220k for the release structure): a
-        # full collection scans them all, 114 ms on a 2-core machine, in whichever thread
-        # allocates at that moment: a latency spike mid-frame. Frozen, a full collection
-        # sees only what streaming made since. Cleanup unfreezes them before freeing them.
+        # The model is hundreds of thousands of objects: a full collection scans them all,
+        # in whichever thread allocates at that moment, which is a latency spike mid-frame.
+        # Frozen, a full collection sees only what streaming made since. Cleanup unfreezes
+        # them before freeing them.
         # No collection here: it would run the finalizers of whatever rclpy objects are
         # garbage by now inside this transition.
         self.info.state = NodeState.INACTIVE
@@ -354,14 +296,14 @@ class LingbotNode(LifecycleNode):
         self.get_logger().info(text)
         self.info.activity = text
 
-    def _input_topic(self, topic: str, params: NodeParams) -> str:
+    def _input_topic(self, topic: str, params: Params) -> str:
         """Return the resolved (namespaced, remapped) name the camera is read from."""
         try:
             name = self.resolve_topic_name(topic)
         except Exception:  # noqa: BLE001 (an invalid name fails again, loudly, on activate)
             return topic
         return name.rstrip('/') + '/compressed' \
-            if params.inputs.input_transport == InputTransport.COMPRESSED else name
+            if params.input_transport == InputTransport.COMPRESSED else name
 
     def _warm_up(self, engine: Any, stream_cfg: Any, cameras: int) -> None:
         """
@@ -433,9 +375,9 @@ class LingbotNode(LifecycleNode):
         if cfg.attention_backend is AttentionBackend.AUTO and engine.device.type == 'cuda' \
                 and engine.backend is not AttentionBackend.FLASHINFER:
             info.fallbacks.append(f'attention: {engine.backend_reason}')
-        if self.params.model.device == 'auto' and engine.device.type == 'cpu':
+        if self.params.device == 'auto' and engine.device.type == 'cpu':
             info.fallbacks.append('device auto: no CUDA device, running on the CPU')
-        if 'tf2_ros' in info.missing and self.params.outputs.publish_tf:
+        if 'tf2_ros' in info.missing and self.params.publish_tf:
             info.fallbacks.append('tf2_ros not installed: TF not published')
         info.hardware_id = engine.hardware_id
 
@@ -443,7 +385,6 @@ class LingbotNode(LifecycleNode):
         if self._phases is not None:
             self._phases.resume()  # the wait since configure is no start-up time
         p = self.params
-        inputs = p.inputs
         if self._worker.alive and not self._worker.stop(STOP_WAIT_S):
             self.get_logger().error('activate refused: the previous worker thread is still '
                                     f'inside a step after {STOP_WAIT_S:.0f} s; try again')
@@ -458,9 +399,9 @@ class LingbotNode(LifecycleNode):
             self._out.tf = TransformBroadcaster(self)
         # the queue before the subscriptions: a frame arriving in between must not go into
         # the previous, closed queue, where nobody would count it
-        self._queue = FrameQueue(len(self.cameras), inputs.queue_size)
+        self._queue = FrameQueue(len(self.cameras), p.queue_size)
         self._out.start()  # the output thread, before the worker hands it anything
-        self._intake.subscribe(self.cameras, inputs, self._image_group, self._subs)
+        self._intake.subscribe(self.cameras, p, self._image_group, self._subs)
         try:
             self._worker.start(self._queue)
         except WorkerBusy as exc:  # stop() above said it ended; belt and braces
@@ -516,14 +457,18 @@ class LingbotNode(LifecycleNode):
             self._retired = []
 
     def on_cleanup(self, state: LifecycleState) -> TransitionCallbackReturn:
-        self._release()
+        self.release()
         self.info.state = NodeState.UNCONFIGURED
         self.get_logger().info('unconfigured: model, sessions and maps freed (configure '
                                'loads them again)')
         return SUCCESS
 
-    def _release(self, wait: Optional[float] = None) -> None:
-        """Free everything configure made; idempotent (cleanup, shutdown, error, exit)."""
+    def release(self, wait: Optional[float] = None) -> None:
+        """
+        Free everything configure made; idempotent (cleanup, shutdown, error, exit).
+
+        ``wait``: seconds the worker and output thread get to finish (default STOP_WAIT_S).
+        """
         self._stop_streaming(wait)
         if self._lb_services is not None:
             self._lb_services.destroy()
@@ -547,14 +492,14 @@ class LingbotNode(LifecycleNode):
         self.info.unload()
 
     def on_shutdown(self, state: LifecycleState) -> TransitionCallbackReturn:
-        self._release()
+        self.release()
         self.info.state = NodeState.FINALIZED
         self.get_logger().info('finalized (lifecycle shutdown): the process exits')
-        self.stop.request('lifecycle shutdown')  # main() ends the spin loop and exits
+        self.stop.request('lifecycle shutdown')  # cli.main ends the spin loop and exits
         return SUCCESS
 
     def on_error(self, state: LifecycleState) -> TransitionCallbackReturn:
-        self._release()
+        self.release()
         self.info.state = NodeState.AFTER_ERROR
         return SUCCESS
 
@@ -569,9 +514,24 @@ class LingbotNode(LifecycleNode):
         if self.exit_code:
             self.context.try_shutdown()
 
-    def _frames(self, cam: CameraStream) -> tuple:
-        """Return (map frame, tracked frame, sensor frame) for one camera (outputs.py)."""
+    def camera_frames(self, cam: CameraStream) -> tuple:
+        """Return (map frame, tracked frame, sensor frame) for one camera (services)."""
         return camera_frames(self.params, self.cameras, cam)
+
+    @property
+    def worker(self) -> Optional[Worker]:
+        """Return the worker thread (None before configure and after cleanup)."""
+        return self._worker
+
+    @property
+    def maps(self) -> Optional[MapThread]:
+        """Return the map thread (None before configure and after cleanup)."""
+        return self._maps
+
+    @property
+    def steady_clock(self) -> Clock:
+        """Return a steady clock, for timers that must run while ROS time stands still."""
+        return self._steady
 
     # --- diagnostics ---------------------------------------------------------------------
 
@@ -589,7 +549,7 @@ class LingbotNode(LifecycleNode):
 
     def _publish_diagnostics(self) -> None:
         params = self.params
-        diag = params.diag if params is not None else parse({}).diag
+        diag = params if params is not None else parse({})
         worker, engine = self._worker, self.engine
         if worker is not None and self.info.state == NodeState.ACTIVE and not worker.alive:
             self.info.error = 'the worker thread stopped'
@@ -607,14 +567,14 @@ class LingbotNode(LifecycleNode):
             self.info.converter_notes = self._converter.notes
         maps, cameras = self._maps, list(self.cameras)
         counters = {c.index: maps.counters(c.index) for c in cameras} \
-            if maps is not None and params is not None and params.outputs.publish_map else {}
+            if maps is not None and params is not None and params.publish_map else {}
         msg = diagnostics.build(self.info, cameras, diag, self.get_clock().now().to_msg(),
                                 memory=memory, maps=counters)
         self._diag_pub.publish(msg)
 
     @property
     def autostart(self) -> bool:
-        return bool(self._raw('autostart'))
+        return bool(self.parameter_value('autostart'))
 
 
 def _is_ours(exc: BaseException) -> bool:
@@ -631,7 +591,3 @@ def _cpu_fallback_text(torch: Any) -> str:
     return ('device auto: no CUDA device is visible (torch ' + torch.__version__ + ' is '
             f'{build}); running on the CPU, which takes seconds per frame. Set device: cpu '
             'to silence this, or check the driver and CUDA_VISIBLE_DEVICES.')
-
-
-if __name__ == '__main__':
-    sys.exit(main())

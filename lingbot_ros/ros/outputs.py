@@ -37,9 +37,10 @@ from lingbot_ros.ros.camera import CameraStream
 from lingbot_ros.ros.counters import Sent
 from lingbot_ros.ros.map_thread import MapThread
 from lingbot_ros.ros.output_thread import OutputThread
-from lingbot_ros.ros.params import Listened, NodeParams
+from lingbot_ros.ros.params import Listened
 from lingbot_ros.ros.reasons import Event, Level, Rejection, Topic
 from lingbot_ros.ros.worker import Output
+from lingbot_ros.streaming.parameters import Params
 from lingbot_ros.streaming.result import FrameResult
 from nav_msgs.msg import Odometry, Path as PathMsg
 from rclpy.node import Node
@@ -112,7 +113,7 @@ class CameraPublishers:
 class Outputs:
     """The worker's sink: build and publish each result's messages, log problems."""
 
-    def __init__(self, node: Node, params: Callable[[], Optional[NodeParams]],
+    def __init__(self, node: Node, params: Callable[[], Optional[Params]],
                  cameras: Callable[[], list], maps: Callable[[], Optional[MapThread]],
                  stopping: Callable[[], bool]) -> None:
         """Read the node's current params, cameras and map thread through the callables."""
@@ -221,9 +222,9 @@ class Outputs:
         outputs = self.pubs
         if params is None or cam.index >= len(outputs):
             return
-        out, pubs = params.outputs, outputs[cam.index]
+        out, pubs = params, outputs[cam.index]
         map_frame, child, sensor = self._frames(cam)
-        pose = messages.map_pose(result, params.inputs.map_convention)
+        pose = messages.map_pose(result, params.map_convention)
         stamp = result.stamp_ns
         pose_msg = messages.pose_stamped(pose, stamp, map_frame)
         self._send(cam, Sent.POSE, lambda: pubs.pose.publish(pose_msg))
@@ -261,7 +262,7 @@ class Outputs:
                       map_frame: str) -> bool:
         """Send the whole path once path_period has passed; False when it was not due."""
         now = time.monotonic()
-        if now - pubs.path_sent < self._params().outputs.path_period:
+        if now - pubs.path_sent < self._params().path_period:
             return False
         pubs.path_sent = now
         header = Header(stamp=pose_msg.header.stamp, frame_id=map_frame)
@@ -276,7 +277,7 @@ class Outputs:
     def publish_maps(self) -> None:
         """Send each camera's map every map_period, when it changed since the last one."""
         maps, params, outputs = self._maps(), self._params(), self.pubs
-        if maps is None or params is None or not params.outputs.publish_map:
+        if maps is None or params is None or not params.publish_map:
             return
         now = time.monotonic()
         for cam in list(self._cameras()):
@@ -291,7 +292,7 @@ class Outputs:
                     '~/map_points restarts from its keyframes')
             sent_at, version = pubs.map_sent
             # the timer runs every map_period; a little early is still this period's turn
-            if counters.version == version or now - sent_at < 0.5 * params.outputs.map_period:
+            if counters.version == version or now - sent_at < 0.5 * params.map_period:
                 continue
             if not _listened(pubs.map_points):
                 continue  # built once someone subscribes (within map_period)
@@ -310,7 +311,7 @@ def _listened(publisher: Any) -> bool:
         return False
 
 
-def camera_frames(params: NodeParams, cameras: list, cam: CameraStream) -> tuple:
+def camera_frames(params: Params, cameras: list, cam: CameraStream) -> tuple:
     """
     Return (map frame, tracked frame, sensor frame) for one camera.
 
@@ -319,12 +320,11 @@ def camera_frames(params: NodeParams, cameras: list, cam: CameraStream) -> tuple
     would give a frame the robot's URDF already parents a second parent. Set
     ``camera_frame`` to choose it. ``camera_info`` and depth keep the image's frame.
     """
-    inputs = params.inputs
     many = len(cameras) > 1
-    map_frame = f'{inputs.map_frame}_{cam.name}' if many else inputs.map_frame
+    map_frame = f'{params.map_frame}_{cam.name}' if many else params.map_frame
     sensor = cam.frame_id or f'{cam.name}_optical_frame'
-    if inputs.camera_frame:
-        child = f'{inputs.camera_frame}_{cam.name}' if many else inputs.camera_frame
+    if params.camera_frame:
+        child = f'{params.camera_frame}_{cam.name}' if many else params.camera_frame
     else:
         child = f'{sensor}_lingbot'
     return map_frame, child, sensor

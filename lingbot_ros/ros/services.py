@@ -16,9 +16,10 @@
 The node's services: ``~/reset``, ``~/save_trajectory``, ``~/save_map``, ``~/save_colmap``.
 
 Created by configure and destroyed by cleanup (the lifecycle thread); the handlers run in
-the node's service callback group, one at a time. They only read what the node owns (its
-params, cameras, worker and map thread); ``~/reset`` hands its work to the worker and
-waits for it on a future, so no executor thread blocks meanwhile.
+the node's service callback group, one at a time. They only read what the node offers in
+public (:class:`ServedNode`: its params, cameras, worker and map thread), so this module
+does not import the node; ``~/reset`` hands its work to the worker and waits for it on a
+future, so no executor thread blocks meanwhile.
 """
 
 from __future__ import annotations
@@ -26,30 +27,60 @@ from __future__ import annotations
 from datetime import datetime
 from pathlib import Path
 import threading
-from typing import Any, Callable, List, Optional, Sequence, Tuple, TYPE_CHECKING
+from typing import Any, Callable, List, Optional, Protocol, Sequence, Tuple
 
 from lingbot_ros.ros.camera import CameraStream
 from lingbot_ros.ros.map_thread import MapThread, save_colmap
+from lingbot_ros.ros.worker import Worker
+from lingbot_ros.streaming.parameters import Params
 from lingbot_ros.streaming.ply import write_ply
 from lingbot_ros.streaming.trajectory import write_npz, write_tum
 import numpy as np
 from rclpy.callback_groups import CallbackGroup
+from rclpy.clock import Clock
+from rclpy.executors import Executor
 from rclpy.task import Future
 from std_srvs.srv import Trigger
-
-if TYPE_CHECKING:
-    from lingbot_ros.ros.node import LingbotNode
 
 RESET_WAIT_S = 60.0        # ~/reset answers 'still waiting' after this long
 SAVE_DRAIN_S = 10.0        # ~/save_map waits this long for queued keyframes to merge
 
 
+class ServedNode(Protocol):
+    """What the services use of the node: rclpy's Node, and what a configured one holds."""
+
+    params: Optional[Params]
+    cameras: list
+    executor: Optional[Executor]
+
+    @property
+    def worker(self) -> Optional[Worker]: ...
+
+    @property
+    def maps(self) -> Optional[MapThread]: ...
+
+    @property
+    def steady_clock(self) -> Clock: ...
+
+    def camera_frames(self, cam: CameraStream) -> tuple: ...
+
+    def create_service(self, *args: Any, **kwargs: Any) -> Any: ...
+
+    def destroy_service(self, service: Any) -> Any: ...
+
+    def create_timer(self, *args: Any, **kwargs: Any) -> Any: ...
+
+    def destroy_timer(self, timer: Any) -> Any: ...
+
+    def get_logger(self) -> Any: ...
+
+
 class Services:
     """The four services of a configured node, and their handlers."""
 
-    def __init__(self, node: 'LingbotNode', group: CallbackGroup) -> None:
+    def __init__(self, node: ServedNode, group: CallbackGroup) -> None:
         """Register the services in ``group`` (the node's service callback group)."""
-        self._node = node  # read: params, cameras, _worker, _maps, _frames, _steady, executor
+        self._node = node
         self._group = group
         self._handles = [
             node.create_service(Trigger, '~/reset', self._on_reset, callback_group=group),
@@ -79,7 +110,7 @@ class Services:
         pending (it then runs before the next frame).
         """
         node = self._node
-        worker = node._worker
+        worker = node.worker
         if worker is None:
             response.success, response.message = False, 'not configured: nothing to reset'
             return response
@@ -92,7 +123,7 @@ class Services:
                 if not future.done():
                     future.set_result(done)
         timer = node.create_timer(RESET_WAIT_S, lambda: finish(False),
-                                  callback_group=self._group, clock=node._steady)
+                                  callback_group=self._group, clock=node.steady_clock)
         worker.request_reset(on_done=lambda: finish(True))
         done = await future
         node.destroy_timer(timer)
@@ -109,10 +140,10 @@ class Services:
         if node.params is None:
             response.success, response.message = False, 'not configured: no trajectory'
             return response
-        folder = Path(node.params.trajectory_dir)
+        folder = Path(node.params.trajectory_dir).expanduser()
         try:
             written, empty = save_trajectories(
-                folder, node.cameras, node._frames, node.params.inputs.map_convention.value)
+                folder, node.cameras, node.camera_frames, node.params.map_convention.value)
         except OSError as exc:
             response.success, response.message = False, f'cannot write to {folder}: {exc}'
             return response
@@ -121,16 +152,16 @@ class Services:
     def _on_save_map(self, request: Trigger.Request, response: Trigger.Response) -> Any:
         """Write each camera's map (binary PLY) and trajectory (TUM) into trajectory_dir."""
         node = self._node
-        maps, params = node._maps, node.params
+        maps, params = node.maps, node.params
         if maps is None or params is None:
             response.success, response.message = False, 'not configured: no map'
             return response
-        if not params.outputs.publish_map:
+        if not params.publish_map:
             response.success = False
             response.message = 'publish_map is false: no map is accumulated (set it true)'
             return response
         maps.drain(SAVE_DRAIN_S)  # keyframes already handed over belong in the file
-        folder = Path(params.trajectory_dir)
+        folder = Path(params.trajectory_dir).expanduser()
         try:
             written, empty = save_maps(folder, node.cameras, maps)
         except OSError as exc:
@@ -141,17 +172,17 @@ class Services:
     def _on_save_colmap(self, request: Trigger.Request, response: Trigger.Response) -> Any:
         """Write each camera's kept keyframes and map as a COLMAP model into trajectory_dir."""
         node = self._node
-        maps, params = node._maps, node.params
+        maps, params = node.maps, node.params
         refusal = ('not configured: no map' if maps is None or params is None else
                    'publish_map is false: no map is accumulated (set it true)'
-                   if not params.outputs.publish_map else
+                   if not params.publish_map else
                    'colmap_max_keyframes is 0: no keyframe image is kept (set it > 0 and '
                    'restart)' if not maps.max_keyframe_images else None)
         if refusal:
             response.success, response.message = False, refusal
             return response
         maps.drain(SAVE_DRAIN_S)  # keyframes already handed over belong in the model
-        folder = Path(params.trajectory_dir)
+        folder = Path(params.trajectory_dir).expanduser()
         try:
             folder.mkdir(parents=True, exist_ok=True)
             when = datetime.now().strftime('%Y%m%d-%H%M%S-%f')  # two calls never share one

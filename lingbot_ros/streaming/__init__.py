@@ -19,8 +19,10 @@ The engine (:mod:`.engine`: the loaded model, what its sessions share) opens ses
 a session (:mod:`.session`: the state machine and its transactions) runs the scale
 phase and the per-frame step, with its windows (:mod:`.windows`: caches, seeding, the
 Sim(3), the out-of-memory shrink), the frame in flight (:mod:`.flight`) and, for a whole
-stack, the offline run and its arrays (:mod:`.offline`). Around them: configuration
-(:mod:`.config`), dtype rules (:mod:`.dtypes`), the memory estimate (:mod:`.memory`),
+stack, the offline run and its arrays (:mod:`.offline`). Around them: the node's one
+parameter table (:mod:`.parameters`, its choices in :mod:`.choices`; plain data, so the
+configs below check their fields through it and the ``ros`` layer derives its descriptors
+from it), configuration (:mod:`.config`), dtype rules (:mod:`.dtypes`), the memory estimate (:mod:`.memory`),
 preprocessing (:mod:`.preprocess`), keyframe policies, results and products, the map
 cloud, metric scale (:mod:`.scale`), export (PLY, COLMAP), and a stream's saved state
 (:mod:`.state`, :mod:`.state_file`; :mod:`.relocalise` for where a resumed stream finds

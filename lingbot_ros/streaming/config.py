@@ -24,76 +24,28 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from enum import Enum
 import math
-import re
 from typing import Any, Mapping, Optional
 
 from lingbot_ros.cache.backend_choice import AttentionBackend, USER_BACKENDS
 from lingbot_ros.cache.limits import MAX_KV_SPLITS
 from lingbot_ros.model.config import ConfigError, PRESETS
-from lingbot_ros.model.hub import (HubSpecError, is_hub_spec, parse_hub_spec, SPEC_EXAMPLE,
-                                   SPEC_FORM)
+from lingbot_ros.streaming.choices import (  # noqa: F401 (the configs' choices, named here too)
+    DTYPES, HeadDtype, KeyframeMode, KvCacheDtype, WeightsDtype)
+from lingbot_ros.streaming.parameters import (check_fields, config_fields, Params,
+                                              resolved_dtype, resolved_preset, Target,
+                                              targeted)
 
-DTYPES = ('float32', 'bfloat16', 'float16')
 BACKENDS = tuple(b.value for b in USER_BACKENDS)  # attention_backend's names, for parsers
-_DEVICE = re.compile(r'^(auto|cpu|cuda(:\d+)?)$')
 # The camera size assumed before a real camera is seen: the start-up memory estimate, the
 # compile warm-up (a camera of another size gets its own at its first frames).
 NOMINAL_INPUT_HW = (480, 640)
 
 
-class KeyframeMode(str, Enum):
-    """Which frames of a stream become keyframes (committed to the cache)."""
-
-    INTERVAL = 'interval'  # every Nth frame
-    FLOW = 'flow'          # a frame whose image moved enough since the last keyframe
-
-
-class WeightsDtype(str, Enum):
-    """
-    How the weights are stored on the device (``dtype`` is what the aggregator runs in).
-
-    For the heads this matters only while they compute in float32 (``head_dtype``
-    float32); heads under autocast keep their weights as the aggregator does.
-    """
-
-    AUTO = 'auto'        # the aggregator in dtype, the heads in float32 (as the reference)
-    COMPUTE = 'compute'  # every weight in dtype; float32 heads still compute in float32
-
-
-class HeadDtype(str, Enum):
-    """
-    What the camera and depth heads compute in (``dtype`` is what the aggregator runs in).
-
-    Under autocast (``COMPUTE``, ``FLOAT16``) their linear and convolution weights are
-    kept in the heads' dtype and their other parameters in float32, whatever
-    ``weights_dtype`` says (``weights_dtype`` only decides how heads that compute in
-    float32 keep their weights). A float32 engine has no autocast: there every choice
-    runs the same float32 heads.
-
-    ``FLOAT16`` is there for accuracy at the speed of ``COMPUTE`` on a bfloat16 engine:
-    float16 keeps 10 mantissa bits to bfloat16's 7. Its range ends at 65504: the heads'
-    activations stayed inside it in every measured run (seeded random weights; the
-    released ones are still to be checked), and a frame whose outputs overflow is not
-    finite and is rejected and counted, as any other.
-    """
-
-    FLOAT32 = 'float32'  # autocast off in the heads, as the reference
-    COMPUTE = 'compute'  # under autocast in dtype: channels-last convolutions, low GEMMs
-    FLOAT16 = 'float16'  # under autocast in float16 whatever dtype is (not on float32)
-
-
-class KvCacheDtype(str, Enum):
-    """How the aggregator's KV cache is stored (attention always runs in ``dtype``)."""
-
-    AUTO = 'auto'                # the compute dtype
-    FLOAT8_E4M3 = 'float8_e4m3'  # half of bf16's bytes; values clamped to +-448
-
-
-# Fields that may change while a stream runs; they take effect from the next frame.
-RUNTIME_SAFE = frozenset({'keyframe_mode', 'keyframe_interval', 'flow_threshold_px',
-                          'max_keyframe_gap', 'with_depth', 'trajectory_length', 'products'})
+# Fields that may change while a stream runs; they take effect from the next frame: the
+# runtime parameters among the fields, and what the node derives from its outputs.
+RUNTIME_SAFE = frozenset({s.name for s in targeted(Target.STREAM) if not s.read_only}
+                         | {'with_depth', 'trajectory_length', 'products'})
 IDENTITY_4X4 = tuple(float(i == j) for i in range(4) for j in range(4))
 
 
@@ -203,30 +155,25 @@ class StreamConfig:
                 pass
 
     def validate(self) -> 'StreamConfig':
-        """Check every field once; return self so it chains."""
-        for name in ('scale_frames', 'sliding_window', 'keyframe_interval', 'max_keyframe_gap',
-                     'trajectory_length'):
-            value = getattr(self, name)
-            _require(_is_int(value) and value >= 1, name, value, 'an integer >= 1')
-        _require(isinstance(self.keyframe_mode, KeyframeMode), 'keyframe_mode',
-                 self.keyframe_mode, f'one of {[m.value for m in KeyframeMode]}')
-        thr = self.flow_threshold_px
-        _require(isinstance(thr, (int, float)) and not isinstance(thr, bool) and thr > 0
-                 and thr == thr and thr != float('inf'),
-                 'flow_threshold_px', thr, 'a finite number > 0 (pixels)')
-        _require(_is_int(self.camera_iterations) and self.camera_iterations >= 0,
-                 'camera_iterations', self.camera_iterations,
-                 'an integer >= 0 (0 = the model default)')
+        """Check every field once (parameters by their rows in the table); return self."""
+        check_fields(self, Target.STREAM)
+        _require(_is_int(self.trajectory_length) and self.trajectory_length >= 1,
+                 'trajectory_length', self.trajectory_length, 'an integer >= 1')
         _require(isinstance(self.with_depth, bool), 'with_depth', self.with_depth, 'a bool')
-        _require(_is_int(self.image_size) and self.image_size >= 14 and self.image_size % 14 == 0,
-                 'image_size', self.image_size, 'a multiple of 14, >= 14')
         mwf = self.max_window_frames
-        _require(_is_int(mwf) and (mwf == 0 or mwf > self.scale_frames), 'max_window_frames',
+        _require(mwf == 0 or mwf > self.scale_frames, 'max_window_frames',
                  mwf, f'0 (model limit) or an integer > scale_frames ({self.scale_frames})')
         _require(isinstance(self.products, FrameProducts), 'products', self.products,
                  'a FrameProducts')
         self.products.validate()
         return self
+
+    @classmethod
+    def from_parameters(cls, params: Params, with_depth: bool,
+                        products: FrameProducts = FrameProducts()) -> 'StreamConfig':
+        """Build from a checked parameter set: every row that targets a StreamConfig field."""
+        return cls(**config_fields(params, Target.STREAM), with_depth=with_depth,
+                   products=products).validate()
 
     def replace(self, **changes: Any) -> 'StreamConfig':
         """Return a validated copy with ``changes`` applied."""
@@ -310,47 +257,29 @@ class EngineConfig:
                 object.__setattr__(self, name, kind(value))
 
     def validate(self) -> 'EngineConfig':
-        """Check every field once; return self so it chains."""
-        _require(self.checkpoint is None or (isinstance(self.checkpoint, str)
-                                             and self.checkpoint != ''),
-                 'checkpoint', self.checkpoint, f'None, a file path or {SPEC_FORM}')
-        if is_hub_spec(self.checkpoint):
-            try:
-                parse_hub_spec(self.checkpoint)
-            except HubSpecError as exc:
-                raise ConfigError(f'checkpoint={self.checkpoint!r} is invalid ({exc.reason}): '
-                                  f'expected None, a file path or {SPEC_FORM}, e.g. '
-                                  f'{SPEC_EXAMPLE}') from exc
-        _require(self.model_config is None or (isinstance(self.model_config, str)
-                                               and self.model_config != ''),
-                 'model_config', self.model_config, 'None or a JSON file path')
+        """Check every field once (parameters by their rows in the table); return self."""
+        check_fields(self, Target.ENGINE)
+        # what the node's 'auto' stands for is resolved by from_parameters, before here
         _require(self.preset in PRESETS, 'preset', self.preset, f'one of {sorted(PRESETS)}')
-        _require(isinstance(self.device, str) and bool(_DEVICE.match(self.device)), 'device',
-                 self.device, "'auto', 'cpu', 'cuda' or 'cuda:N'")
         _require(self.dtype in DTYPES, 'dtype', self.dtype, f'one of {list(DTYPES)}')
-        backend = self.attention_backend
-        _require(isinstance(backend, AttentionBackend) and backend in USER_BACKENDS,
-                 'attention_backend', getattr(backend, 'value', backend),
-                 f'one of {list(BACKENDS)}')
         _require(_is_int(self.seed) and self.seed >= 0, 'seed', self.seed, 'an integer >= 0')
-        _require(isinstance(self.cuda_graphs, bool), 'cuda_graphs', self.cuda_graphs, 'a bool')
-        _require(isinstance(self.weights_dtype, WeightsDtype), 'weights_dtype',
-                 self.weights_dtype, f'one of {[m.value for m in WeightsDtype]}')
-        _require(isinstance(self.kv_cache_dtype, KvCacheDtype), 'kv_cache_dtype',
-                 self.kv_cache_dtype, f'one of {[m.value for m in KvCacheDtype]}')
-        _require(isinstance(self.head_dtype, HeadDtype), 'head_dtype', self.head_dtype,
-                 f'one of {[m.value for m in HeadDtype]}')
-        _require(_is_int(self.depth_chunk_frames) and self.depth_chunk_frames >= 0,
-                 'depth_chunk_frames', self.depth_chunk_frames,
-                 "an integer >= 0 (0 = the model's own chunk)")
-        _require(isinstance(self.expandable_segments, bool), 'expandable_segments',
-                 self.expandable_segments, 'a bool')
-        _require(isinstance(self.torch_compile, bool), 'torch_compile', self.torch_compile,
-                 'a bool')
         _require(_is_int(self.attention_kv_splits)
                  and 0 <= self.attention_kv_splits <= MAX_KV_SPLITS, 'attention_kv_splits',
                  self.attention_kv_splits, f'an integer 0 (auto) .. {MAX_KV_SPLITS}')
         return self
+
+    @classmethod
+    def from_parameters(cls, params: Params, cuda_available: bool) -> 'EngineConfig':
+        """
+        Build from a checked parameter set: every row that targets an EngineConfig field.
+
+        'auto' becomes what it means here: the release structure with a checkpoint (tiny
+        without), bfloat16 on CUDA (float32 on the CPU).
+        """
+        fields = config_fields(params, Target.ENGINE)
+        fields['preset'] = resolved_preset(fields['preset'], fields['checkpoint'])
+        fields['dtype'] = resolved_dtype(fields['dtype'], fields['device'], cuda_available)
+        return cls(**fields).validate()
 
     def replace(self, **changes: Any) -> 'EngineConfig':
         """Return a validated copy with ``changes`` applied."""

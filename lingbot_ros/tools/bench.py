@@ -25,7 +25,8 @@ The model runs as the node would run it: its settings (dtype, attention, CUDA gr
 torch_compile, head_dtype ...) come from the parameter table's defaults, a node parameter
 file (``--params-file``) and ``--set`` overrides; the flags below override those again.
 The stream's settings (image size, window, keyframes) are the bench's own, so that the
-reference's profiler can be run with the same ones.
+reference's profiler can be run with the same ones; so are the random weights' seed
+(``--seed``) and FlashInfer's key parts per frame (``--kv-splits``), which no node sets.
 """
 
 from __future__ import annotations
@@ -40,8 +41,10 @@ import time
 from typing import Callable, Optional, Sequence
 
 from lingbot_ros.cache.backend_choice import AttentionBackend
+from lingbot_ros.model.config import ConfigError
 from lingbot_ros.streaming.config import BACKENDS, EngineConfig, HeadDtype, StreamConfig
 from lingbot_ros.streaming.engine import Engine
+from lingbot_ros.streaming.parameters import parse
 from lingbot_ros.tools import param_values
 import numpy as np
 import torch
@@ -250,14 +253,15 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument('--compile', default=None, action=argparse.BooleanOptionalAction,
                    help="torch.compile the blocks' pieces around attention and the depth "
                         "decoder (CUDA only; default: the parameters' torch_compile)")
-    p.add_argument('--kv-splits', type=int, default=None,
-                   help="FlashInfer key parts per frame (0: auto; default: the parameters')")
+    p.add_argument('--kv-splits', type=int, default=0,
+                   help='FlashInfer key parts per frame (default 0: chosen from the frame '
+                        'size and the GPU)')
     p.add_argument('--head-dtype', default=None, choices=[h.value for h in HeadDtype],
                    help='what the camera and depth heads compute in (default: the '
                         "parameters' head_dtype); no effect when --dtype is float32")
     p.add_argument('--profile', action='store_true',
                    help='after timing, profile one more run and print the top kernels')
-    p.add_argument('--seed', type=int, default=0)
+    p.add_argument('--seed', type=int, default=0, help="the random weights' and images' seed")
     p.add_argument('--out', type=Path, default=None, help='write the numbers as JSON')
     return p
 
@@ -269,21 +273,20 @@ def engine_settings(args: argparse.Namespace) -> EngineConfig:
     The bench's own default is the release structure where the parameters leave it at
     'auto' (which means tiny without a checkpoint).
     """
-    from lingbot_ros.ros.params import engine_config, parse, ParamError
     given = param_values.values(args, 'lingbot-ros-bench')
     if given.get('preset', 'auto') == 'auto' and not given.get('checkpoint'):
         given['preset'] = 'release'
     flags = {'preset': args.preset, 'checkpoint': args.checkpoint, 'device': args.device,
              'dtype': args.dtype,
              'attention_backend': args.backend, 'torch_compile': args.compile,
-             'attention_kv_splits': args.kv_splits, 'head_dtype': args.head_dtype,
-             'seed': args.seed}
+             'head_dtype': args.head_dtype}
     given.update({k: v for k, v in flags.items() if v is not None})
     if args.eager:
         given['cuda_graphs'] = False
     try:
-        return engine_config(parse(given), torch.cuda.is_available())
-    except ParamError as exc:
+        cfg = EngineConfig.from_parameters(parse(given), torch.cuda.is_available())
+        return cfg.replace(seed=args.seed, attention_kv_splits=args.kv_splits)
+    except ConfigError as exc:
         raise SystemExit(f'lingbot-ros-bench: {exc}') from exc
 
 

@@ -125,7 +125,7 @@ def main(argv: Optional[list] = None) -> int:
     from diagnostic_msgs.msg import DiagnosticArray
     from geometry_msgs.msg import PoseStamped
     from lingbot_ros.ros.probe import Probe
-    node_cmd = _executable('lingbot_node', 'lingbot_ros.ros.node') + [
+    node_cmd = _executable('lingbot_node', 'lingbot_ros.ros.cli') + [
         '--ros-args', '-r', f'__node:={NODE}',
         '-p', f"camera_topics:=['{TOPIC}']", '-p', f'scale_frames:={args.scale_frames}',
         '-p', f'image_size:={size}', '-p', 'qos_reliability:=reliable',

@@ -64,14 +64,18 @@ def main(argv: Optional[list] = None) -> int:
     """Build the kernels; print what was built, where, and how long it took."""
     args = parse_args(argv)
     import torch
-    from lingbot_ros.ros.params import engine_config, ParamError, parse, stream_config
+    from lingbot_ros.model.config import ConfigError
+    from lingbot_ros.ros.params import stream_config
+    from lingbot_ros.streaming.config import EngineConfig
     from lingbot_ros.streaming.engine import Engine, EngineError, prepare_kernels
+    from lingbot_ros.streaming.parameters import parse
     hw = _camera_hw(args.camera_size)
     try:
         params = parse(param_values.values(args, 'lingbot-ros-prepare'))
-        cfg = engine_config(params, torch.cuda.is_available())
+        cfg = EngineConfig.from_parameters(params, torch.cuda.is_available())
+        stream_cfg = stream_config(params)  # as the node's warm-up has it
         backend, reason, seconds = prepare_kernels(cfg, progress=print)
-    except (ParamError, EngineError, OSError) as exc:
+    except (ConfigError, EngineError, OSError) as exc:
         print(f'lingbot-ros-prepare: {exc}', file=sys.stderr)
         return 1
     print(f'attention backend {backend.value} ({reason}); ready in {seconds:.1f} s')
@@ -84,7 +88,7 @@ def main(argv: Optional[list] = None) -> int:
         if not engine.compiled_blocks:
             print(f'torch_compile: {engine.compile_status}; nothing to compile')
             return 0
-        seconds = engine.warm_up(stream_config(params), hw)
+        seconds = engine.warm_up(stream_cfg, hw)
         print(f'torch_compile: the blocks compiled for a {hw[1]}x{hw[0]} camera in '
               f'{seconds:.1f} s')
     return 0
