@@ -15,10 +15,10 @@
 """
 The node's executor: waits while its thread pool is busy, runs coroutines, raises errors.
 
-rclpy's MultiThreadedExecutor (ros2/rclpy#1452, in the releases we run) re-yields a task that
-waits in its pool's queue without sleeping; on the H200, with the GPU worker holding the GIL,
-the node took 302 of 450 frames of a 15 Hz camera with it and 900 of 900 with ours
-(benchmarks/results/live_15hz*_h200.txt). This CPU test does not reproduce that busy loop
+rclpy's MultiThreadedExecutor (ros2/rclpy#1452, up to the Kilted release) re-yields a task
+that waits in its pool's queue without sleeping; with the GPU worker holding the GIL the node
+then loses a third of a 15 Hz camera's frames before it takes them. This CPU test does not
+reproduce that busy loop
 (it needs the GIL held by another thread while the wait set keeps turning ready); it checks
 what ours promises: every pool thread held inside a callback while a timer keeps firing, the
 spinning thread sleeps instead of looping, and the waiting task runs once a thread is free.

@@ -16,9 +16,8 @@
 A camera's full frame rate reaches the node over DDS, and what does not is counted.
 
 A 640x480 rgb8 image (921,600 bytes) does not fit Fast DDS's default 512 KB shared-memory
-segment; a best-effort reader then loses frames before any callback runs (on the H200 11-14 %
-arrived, here 67-82 %), and the old node counted none of them. The node and
-lingbot-ros-play now use the package's Fast DDS profile, and the node counts gaps in each
+segment; a best-effort reader then loses frames before any callback runs. The node and
+lingbot-ros-play use the package's Fast DDS profile, and the node counts gaps in each
 publisher's sequence numbers as frames lost before the node.
 """
 

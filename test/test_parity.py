@@ -17,7 +17,8 @@ Streaming parity with the reference: whole runs against the public fixtures.
 
 ``basic`` (every frame a keyframe) against ``outputs.npz`` / ``kv_stats.json``;
 ``keyframes`` (interval 2) against the paged back end's ``outputs_paged.npz`` /
-``kv_stats_paged.json``, the behaviour issue 4 asks for. Tolerances are the
+``kv_stats_paged.json`` (the reference's paged cache: deferred eviction, rollbacks leave
+no trace). Tolerances are the
 fixtures README's float32 bounds. Both cache back ends are run: the dense reference
 and the paged cache (the engine's default, SDPA on the CPU). Attended key counts are
 measured, not derived: a probe wrapped around the injected caches counts the keys each

@@ -15,8 +15,8 @@
 """
 ``lingbot-ros-prepare``: build the attention kernels ahead, for a robot image.
 
-FlashInfer compiles its attention kernels the first time a machine runs them (about 80 s on
-an H200) and keeps them in its cache (``~/.cache/flashinfer``, or under
+FlashInfer compiles its attention kernels the first time a machine runs them (a minute or
+two) and keeps them in its cache (``~/.cache/flashinfer``, or under
 ``FLASHINFER_WORKSPACE_BASE``). Run this once where the node will run, with the node's own
 parameter file (model structure, dtype, KV cache dtype, attention backend), e.g. as a step of
 the robot's container build; the node's later starts then load them in seconds. Loads no
