@@ -109,7 +109,7 @@ def test_voxels_of_another_size_or_that_cannot_be_a_map_are_refused_unchanged():
 
 @pytest.fixture(scope='module')
 def saved(tmp_path_factory):
-    """A session's state with a map, and one without."""
+    """Write a session's state with a map, and one without."""
     d = tmp_path_factory.mktemp('map_state')
     engine = Engine.load(EngineConfig(preset='tiny', device='cpu', seed=3))
     session = engine.new_session('s', StreamConfig(scale_frames=2, sliding_window=2))

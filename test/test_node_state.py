@@ -18,8 +18,9 @@ import threading
 import time
 
 from doubles import LandsAtOnce
-from lingbot_ros.ros.camera import CameraStream
+from lingbot_ros.ros.camera import CameraStream, RESIZE_AFTER
 from lingbot_ros.ros.map_thread import MapThread
+from lingbot_ros.ros.reasons import Rejection
 from lingbot_ros.ros.resume import apply_resumes, resume_paths, resume_sessions, state_file
 from lingbot_ros.ros.resume_status import ResumeOutcome, ResumeStatus
 from lingbot_ros.ros.state_service import capture_all, write_all
@@ -201,7 +202,7 @@ def _report(distances):
     (ResumeStatus('f', ResumeOutcome.RESUMED, report=_report([2.0, 3.0])), 0,
      'far from the saved map: 2.5 model units', True),
     (ResumeStatus('f', ResumeOutcome.RESUMED, report=_report([0.1])), 1,
-     'resumed, then the stream started a new map', True),
+     'resumed, then the stream started a new map', False),
     (ResumeStatus('f', ResumeOutcome.RESUMED), 0,
      'resumed (no saved keyframe to measure against)', False),
     (ResumeStatus('f', ResumeOutcome.REFUSED, reason='state file f: newer'), 0,
@@ -254,7 +255,7 @@ def test_a_saved_camera_resumes_with_its_map_and_track(engine, tmp_path):
                              time.monotonic(), 'a'))
     try:
         taken = worker.run_between_frames(
-            lambda: capture_all(worker, maps, engine.state_identity(), True)).result(10)
+            lambda: capture_all(worker, maps, engine.state_identity())).result(10)
         assert [t.camera.name for t in taken] == ['a']  # b saw no frame: nothing to save
         written, failed = write_all(tmp_path, taken, 'optical')
         assert maps.drain(10)
@@ -295,3 +296,14 @@ def test_a_saved_camera_resumes_with_its_map_and_track(engine, tmp_path):
     assert back[0].track.records()[-1][0] == 105
     np.testing.assert_array_equal(back[0].track.records()[-1][1],
                                   cams[0].track.records()[-1][1])
+    # a camera of another size than the saved one is refused as at any size change: after
+    # RESIZE_AFTER frames in a row a new session, a new map, and the resume says so
+    other = rng.integers(0, 256, (48, 64, 3), dtype=np.uint8)
+    for i in range(RESIZE_AFTER):
+        worker2.process(Frame(0, other, 200 + i, time.monotonic(), 'a'))
+        worker2.run_between_frames(lambda: None).result(10)
+    c = back[0].counters
+    assert c.rejected[Rejection.SIZE_CHANGE] == RESIZE_AFTER - 1 and c.session_resets == 1
+    assert back[0].resume.view(c.session_resets, 1.0).state == \
+        'resumed, then the stream started a new map'
+    assert len(back[0].track) == 0  # the saved poses left with the saved map

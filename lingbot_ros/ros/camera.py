@@ -24,8 +24,8 @@ One camera's state, split by the thread that writes it.
 - ``counters``: several threads count into them, each write under their own lock.
 
 configure and activate write the names, the topic and ``resume`` (what a resume came to)
-before any of those threads run; diagnostics only read. ``pending_reset`` is the one signal across threads: the callback
-sets it, the worker serves it.
+before any of those threads run; diagnostics only read. ``pending_reset`` is the one
+signal across threads: the callback sets it, the worker serves it.
 """
 
 from __future__ import annotations

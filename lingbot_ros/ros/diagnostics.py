@@ -21,8 +21,9 @@ two robots' statuses stay apart in one diagnostic aggregator.
 
 Levels follow what an operator must act on: WARN for random weights, backend
 fallbacks, a drop rate or KV pool use above the thresholds, a session reset by the
-stream itself, or a resume refused, left or far from the saved map; ERROR when input arrives but no frame was processed for
-``stall_error_s`` (or the node failed to configure). Values are strings, as the
+stream itself, or a resume refused or far from the saved map; ERROR when input
+arrives but no frame was processed for ``stall_error_s`` (or the node failed to
+configure). Values are strings, as the
 message defines them; numbers keep a fixed format so dashboards can parse them.
 """
 

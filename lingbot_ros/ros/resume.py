@@ -118,7 +118,7 @@ def _restore_map(cam: CameraStream, maps: MapThread, voxels: Optional[MapVoxels]
                  params: Params, log: Any) -> str:
     """Put the saved voxels back into the camera's map; return what became of them."""
     if voxels is None:
-        return 'none saved (publish_map was false)'
+        return 'none in the file'
     here = params.map_convention.value
     why = None
     if voxels.frame != here:

@@ -85,7 +85,8 @@ class ResumeStatus:
         if self.outcome is ResumeOutcome.REFUSED:
             state, warn = f'refused, started a new map: {self.reason}', True
         elif session_resets > self.resets or (report is not None and report.new_map):
-            state, warn = 'resumed, then the stream started a new map', True
+            # a reset asked for, or one the stream said as WARN when it came (another size)
+            state = 'resumed, then the stream started a new map'
         elif report is None:
             state = 'resumed (no saved keyframe to measure against)'
         elif median is None:

@@ -13,8 +13,10 @@
 # limitations under the License.
 
 """
-The node's services: ``~/reset``, ``~/save_trajectory``, ``~/save_map``, ``~/save_colmap``,
-``~/save_state`` (its work in :mod:`~lingbot_ros.ros.state_service`).
+The node's services: reset, and the saves of trajectory, map, COLMAP model and state.
+
+``~/reset``, ``~/save_trajectory``, ``~/save_map``, ``~/save_colmap``, ``~/save_state``
+(its work in :mod:`~lingbot_ros.ros.state_service`).
 
 Created by configure and destroyed by cleanup (the lifecycle thread); the handlers run in
 the node's service callback group, one at a time. They only read what the node offers in

@@ -59,16 +59,17 @@ class _Captured:
 
     camera: CameraStream
     state: Any                          # streaming.state.Captured
-    voxels: Optional[ThreadFuture]      # MapVoxels from the map thread; None: no map kept
+    voxels: Optional[ThreadFuture]      # MapVoxels from the map thread; None: no map thread
 
 
-def capture_all(worker: Worker, maps: Optional[MapThread], identity: Any,
-                with_map: bool) -> List[_Captured]:
+def capture_all(worker: Worker, maps: Optional[MapThread], identity: Any) -> List[_Captured]:
     """
     Copy every camera's state (run on the worker thread, between frames).
 
     Cameras that have seen no frame are left out. The map exports are queued once the
     output thread has sent what the worker handed it, behind the keyframes it queued.
+    The map is saved whatever ``publish_map`` says now: a map resumed while it is off
+    would otherwise be lost at the next save (while off, it merges no keyframe).
     """
     from lingbot_ros.streaming.state import capture
     taken = []
@@ -80,10 +81,10 @@ def capture_all(worker: Worker, maps: Optional[MapThread], identity: Any,
             raise RuntimeError(f'{cam.name}: {len(state.landed)} frame(s) landed during '
                                'the save; nothing written')
         taken.append((cam, state))
-    if taken and with_map and maps is not None and not worker.sink.flush(FLUSH_S):
+    if taken and maps is not None and not worker.sink.flush(FLUSH_S):
         raise RuntimeError(f'the outputs did not go out within {FLUSH_S:.0f} s; nothing '
                            'written')
-    return [_Captured(cam, state, maps.export(cam.index) if with_map and maps else None)
+    return [_Captured(cam, state, maps.export(cam.index) if maps is not None else None)
             for cam, state in taken]
 
 
@@ -132,8 +133,8 @@ async def save_state(node: Any, group: Any, response: Any) -> Any:
     except Exception as exc:  # noqa: BLE001 (EngineError, an unreadable checkpoint)
         response.success, response.message = False, f'no state identity: {exc}'
         return response
-    with_map = bool(params.publish_map)
-    job = worker.run_between_frames(lambda: capture_all(worker, node.maps, identity, with_map))
+    maps = node.maps
+    job = worker.run_between_frames(lambda: capture_all(worker, maps, identity))
     future = Future(executor=node.executor)
     future.add_done_callback(lambda _: None)  # a done callback wakes the executor
     lock = threading.Lock()

@@ -490,7 +490,7 @@ def parse(values: Mapping[str, Any]) -> 'Params':
     resume = checked['resume_state']
     if resume and len(topics) > 1 and '{camera}' not in resume:
         raise ParamError(f'resume_state={resume!r} is invalid: expected a pattern with '
-                         f'{{camera}} for {len(topics)} cameras (a state is one camera\'s)')
+                         f'{{camera}} for {len(topics)} cameras (one state per camera)')
     return Params(**checked)
 
 
