@@ -56,7 +56,7 @@ EXTRA = TINY_NODE_YAML + """    sliding_window: 2
 KEPT = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE,
                   durability=DurabilityPolicy.TRANSIENT_LOCAL)
 BASIC = ROOT / 'test' / 'data' / 'parity' / 'basic'   # another structure (config.json)
-FRESH = ('other_weights', 'cut_short', 'newer')       # the cameras of the lenient node
+FRESH = ('other_weights', 'other_structure', 'cut_short', 'newer')  # the lenient node's
 
 
 def _image(stamp_ns, h=48, w=64):
@@ -127,13 +127,14 @@ def _rewrite(src, dst, version):
     return dst
 
 
-def _other_weights(path):
-    """Write a state of the node's structure with weights of another seed."""
+def _other_state(path, **engine):
+    """Write a state of another engine: the node's structure and seed 1, or as given."""
     import torch
     from lingbot_ros.streaming.config import EngineConfig, StreamConfig
     from lingbot_ros.streaming.engine import Engine
     from lingbot_ros.streaming.state import save_session
-    engine = Engine.load(EngineConfig(preset='tiny', device='cpu', seed=1))
+    engine = Engine.load(EngineConfig(**{'preset': 'tiny', 'device': 'cpu', 'seed': 1,
+                                         **engine}))
     session = engine.new_session('x', StreamConfig(scale_frames=2, image_size=56))
     session.run(torch.rand(3, 3, 28, 56, generator=torch.Generator().manual_seed(0)),
                 stamps=range(3))
@@ -172,12 +173,15 @@ def rig(tmp_path_factory):
         cut = tmp / 'cut_short.state'
         cut.write_bytes(state.read_bytes()[:state.stat().st_size // 2])
         _rewrite(state, tmp / 'newer.state', 2)
-        _other_weights(tmp / 'other_weights.state')
+        _other_state(tmp / 'other_weights.state')
+        _other_state(tmp / 'other_structure.state', seed=0,
+                     model_config=str(BASIC / 'config.json'))
         rig.start('node_b', f'resume_state:={state}')
         rig.start('refuse_structure', f'resume_state:={state}',
                   f"model_config:={BASIC / 'config.json'}")
         rig.start('refuse_cut', f'resume_state:={cut}')
         rig.start('refuse_newer', f"resume_state:={tmp / 'newer.state'}")
+        rig.start('refuse_weights', f"resume_state:={tmp / 'other_weights.state'}")
         rig.start('node_fresh', f"resume_state:={tmp / '{camera}.state'}",
                   'resume_required:=false',
                   'camera_topics:=' + json.dumps([f'/state/{n}' for n in FRESH]))
@@ -190,7 +194,7 @@ def rig(tmp_path_factory):
         assert probe.spin_until(lambda: len(rig.poses['node_b']) >= N - K, 120), \
             rig.log('node_b')
         probe.spin_until(lambda: len(rig.poses['fresh']) >= 3, 60)
-        for name in ('refuse_structure', 'refuse_cut', 'refuse_newer'):
+        for name in ('refuse_structure', 'refuse_cut', 'refuse_newer', 'refuse_weights'):
             rig.procs[name][0].wait(120)
         yield rig
     finally:
@@ -278,6 +282,7 @@ def test_diagnostics_say_where_the_resumed_stream_found_itself(rig):
     ('refuse_structure', 'model structure differs: '),
     ('refuse_cut', 'not a complete safetensors file'),
     ('refuse_newer', 'format version 2 is newer than this package reads (1)'),
+    ('refuse_weights', "checkpoint differs: 'random:"),
 ])
 def test_a_refused_state_fails_configure_in_one_line(rig, node, words):
     proc = rig.procs[node][0]
@@ -293,6 +298,7 @@ def test_without_resume_required_each_refused_camera_starts_fresh(rig):
     assert len(warned) == len(FRESH), log
     assert all('WARN' in ln for ln in warned)
     words = {'other_weights': "checkpoint differs: 'random:",
+             'other_structure': 'model structure differs: ',
              'cut_short': 'not a complete safetensors file',
              'newer': 'format version 2 is newer'}
     for camera in FRESH:
