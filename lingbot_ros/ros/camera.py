@@ -23,9 +23,9 @@ One camera's state, split by the thread that writes it.
 - ``track`` (:class:`~lingbot_ros.ros.track.Track`): the output thread.
 - ``counters``: several threads count into them, each write under their own lock.
 
-configure and activate write the names and the topic before any of those threads run;
-diagnostics only read. ``pending_reset`` is the one signal across threads: the callback
-sets it, the worker serves it.
+configure and activate write the names, the topic and ``resume`` (what a resume came to)
+before any of those threads run; diagnostics only read. ``pending_reset`` is the one
+signal across threads: the callback sets it, the worker serves it.
 """
 
 from __future__ import annotations
@@ -36,6 +36,7 @@ from typing import Any, Optional
 
 from lingbot_ros.cache.stats import CacheStats
 from lingbot_ros.ros.counters import CameraCounters, SequenceGaps
+from lingbot_ros.ros.resume_status import ResumeStatus
 from lingbot_ros.ros.track import Track, TRAJECTORY_LENGTH
 
 # Consecutive frames of one new size that mean the camera changed resolution for good (a
@@ -90,6 +91,7 @@ class CameraStream:
         self.intake = IntakeGate()             # the image callback's
         self.track = Track(trajectory_length)  # the output thread's
         self.pending_reset = threading.Event()  # set by the callback, served by the worker
+        self.resume: Optional[ResumeStatus] = None  # configure's, with resume_state set
         # the worker's
         self.session = session
         self.cache_stats = CacheStats()

@@ -20,9 +20,10 @@ qualified name (``/robot1/lingbot_node: node``, ``/robot1/lingbot_node: camera f
 two robots' statuses stay apart in one diagnostic aggregator.
 
 Levels follow what an operator must act on: WARN for random weights, backend
-fallbacks, a drop rate or KV pool use above the thresholds, or a session reset by
-the stream itself; ERROR when input arrives but no frame was processed for
-``stall_error_s`` (or the node failed to configure). Values are strings, as the
+fallbacks, a drop rate or KV pool use above the thresholds, a session reset by the
+stream itself, or a resume refused or far from the saved map; ERROR when input
+arrives but no frame was processed for ``stall_error_s`` (or the node failed to
+configure). Values are strings, as the
 message defines them; numbers keep a fixed format so dashboards can parse them.
 """
 
@@ -259,12 +260,17 @@ def _camera_status(cam: CameraStream, info: NodeInfo, diag: Params,
         level = max(level, WARN)
         problems.append(f'{m.skipped_keyframes} keyframe(s) not merged into the map (the map '
                         'thread fell behind)')
-    if c.received == 0 and info.state is not NodeState.ACTIVE:
+    resume = cam.resume.view(c.session_resets, diag.resume_far_distance) if cam.resume \
+        else None
+    if resume is not None and resume.warn:
+        level = max(level, WARN)
+        problems.append(f'resume: {resume.state}')
+    if problems:  # before any frame only a resume's can be: said at once
+        message = '; '.join(problems)
+    elif c.received == 0 and info.state is not NodeState.ACTIVE:
         message = f'{info.state_text}: not subscribed (input {cam.topic} once active)'
     elif c.received == 0:
         message = f'waiting for images on {cam.topic}'
-    elif problems:
-        message = '; '.join(problems)
     elif c.buffered and not c.processed:
         message = f'buffering scale frames ({c.buffered})'
     else:
@@ -313,6 +319,8 @@ def _camera_status(cam: CameraStream, info: NodeInfo, diag: Params,
                    ('map_dropped_points', m.dropped_points),
                    ('map_skipped_keyframes', m.skipped_keyframes),
                    ('map_restarts', m.restarts)]
+    if resume is not None:
+        values += resume.values
     return DiagnosticStatus(level=level,
                             name=camera_status_name(info.node, cam.name), message=message,
                             hardware_id=info.hardware_id, values=_kv(values))

@@ -23,12 +23,16 @@ timer, ``~/save_map``) take :meth:`MapThread.snapshot`, which copies under the c
 lock. A reset of a camera's session is queued in order with its keyframes, so points of
 the old map never land in the new one. The same thread keeps each camera's last keyframe
 images (JPEG, at most ``max_keyframe_images``) beside its map, so ``~/save_colmap`` can
-write a COLMAP model at any time. Nothing here imports rclpy.
+write a COLMAP model at any time. ``~/save_state`` copies a camera's voxels out through
+:meth:`MapThread.export`, queued in order with its keyframes like a reset; a resume puts
+them back with :meth:`MapThread.restore` before the thread runs. Nothing here imports
+rclpy.
 """
 
 from __future__ import annotations
 
 from collections import deque
+from concurrent.futures import Future
 import dataclasses
 from dataclasses import dataclass
 from enum import Enum
@@ -39,6 +43,7 @@ from typing import Deque, Optional
 from lingbot_ros.streaming.colmap import (ColmapSummary, keyframe_image, KeyframeStore,
                                           write_colmap)
 from lingbot_ros.streaming.map_cloud import AddOutcome, MapCloud, MapCloudConfig, MapStats
+from lingbot_ros.streaming.map_state import MapVoxels
 from lingbot_ros.streaming.result import FrameResult
 import numpy as np
 
@@ -50,6 +55,7 @@ class JobKind(Enum):
 
     ADD = 'add'
     CLEAR = 'clear'
+    EXPORT = 'export'
 
 
 @dataclass(frozen=True)
@@ -58,6 +64,7 @@ class _Job:
     camera: int
     result: Optional[FrameResult] = None
     pose_map: Optional[np.ndarray] = None
+    exported: Optional[Future] = None  # EXPORT: set to the camera's MapVoxels
 
 
 @dataclass(frozen=True)
@@ -114,6 +121,28 @@ class MapThread:
         with self._cond:
             self._queue.append(_Job(JobKind.CLEAR, camera))
             self._cond.notify()
+
+    def export(self, camera: int) -> Future:
+        """Copy this camera's voxels out after the keyframes already queued (a Future)."""
+        done: Future = Future()
+        with self._cond:
+            self._queue.append(_Job(JobKind.EXPORT, camera, exported=done))
+            self._cond.notify()
+        return done
+
+    def restore(self, camera: int, voxels: MapVoxels) -> int:
+        """
+        Hold saved voxels as this camera's map (a resume); return those over the bound.
+
+        ValueError (the map unchanged) for voxels of another voxel size or that cannot be
+        a map's. For configure, before keyframes of the camera are queued.
+        """
+        cam = self._maps[camera]
+        with cam.lock:
+            dropped = cam.cloud.import_voxels(voxels)
+            stats = cam.cloud.stats()
+        self._count(camera, stats, version=1)
+        return dropped
 
     def set_config(self, config: MapCloudConfig) -> None:
         """Apply new map parameters to every camera (a new voxel size restarts the clouds)."""
@@ -200,6 +229,13 @@ class MapThread:
     def run(self, job: _Job) -> None:
         """Do one job (the thread's body; tests call it directly)."""
         cam = self._maps[job.camera]
+        if job.kind == JobKind.EXPORT:
+            try:
+                with cam.lock:
+                    job.exported.set_result(cam.cloud.export_voxels())
+            except Exception as exc:  # noqa: BLE001 (the caller says what went wrong)
+                job.exported.set_exception(exc)
+            return
         if job.kind == JobKind.CLEAR:
             with cam.lock:
                 had = cam.cloud.points > 0

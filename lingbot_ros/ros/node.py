@@ -56,12 +56,14 @@ from lingbot_ros.ros.intake import Intake
 from lingbot_ros.ros.map_thread import MapThread
 from lingbot_ros.ros.outputs import camera_frames, CameraPublishers, Outputs, quiet_events
 from lingbot_ros.ros.params import camera_names, Listened, map_config, stream_config
+from lingbot_ros.ros.resume import apply_resumes, resume_sessions
 from lingbot_ros.ros.services import Services
 from lingbot_ros.ros.shutdown import StopRequest
 from lingbot_ros.ros.startup import Phases, process_age
 from lingbot_ros.ros.worker import FrameQueue, Worker, WorkerBusy
 from lingbot_ros.streaming.choices import InputTransport
 from lingbot_ros.streaming.config import EngineConfig, NOMINAL_INPUT_HW
+from lingbot_ros.streaming.errors import StateError
 from lingbot_ros.streaming.parameters import ParamError, Params, parse, SPEC, update
 from rcl_interfaces.msg import SetParametersResult
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
@@ -244,11 +246,13 @@ class LingbotNode(OurParameters, LifecycleNode):
                 phases.mark('warm-up')
             sessions = [engine.new_session(n, stream_cfg) for n in names]
             phases.mark('sessions')
-        except Exception as exc:  # noqa: BLE001 (EngineError, ConfigError, OSError ...)
+            resumed = resume_sessions(engine, sessions, names, params, log)  # before frame 1
+        except Exception as exc:  # noqa: BLE001 (EngineError, ConfigError, StateError ...)
             self.engine = None
             text = str(exc).strip().splitlines()[0] if str(exc).strip() else ''
-            return self._fail(f'cannot load the model: {type(exc).__name__}: {text}'
-                              if not _is_ours(exc) else f'cannot load the model: {text}')
+            what = 'cannot resume' if isinstance(exc, StateError) else 'cannot load the model'
+            return self._fail(f'{what}: {type(exc).__name__}: {text}'
+                              if not _is_ours(exc) else f'{what}: {text}')
         self._listened = Listened(depth=False, points=False)  # no publishers yet
         self.params, self._stream_cfg = params, stream_config(params, self._listened)
         self._follow_map_switches()
@@ -261,6 +265,7 @@ class LingbotNode(OurParameters, LifecycleNode):
         self._worker = Worker(self.cameras, self._queue, self._out, self.current_stream_config)
         self._maps = MapThread(len(self.cameras), map_config(params),
                                max_keyframe_images=params.colmap_max_keyframes)
+        apply_resumes(resumed, self.cameras, self._maps, params, log)
         self._maps.start()
         self._out.map_restarts = {}
         self._converter = ImageConverter(params.use_cv_bridge, params.max_input_pixels)
@@ -581,7 +586,7 @@ def _is_ours(exc: BaseException) -> bool:
     """Errors of our own already say what and where in one line."""
     # not imported here: the engine imports torch, which may be what just failed to import
     engine = sys.modules.get('lingbot_ros.streaming.engine')
-    ours = (ConfigError, ParamError) + ((engine.EngineError,) if engine is not None else ())
+    ours = (ConfigError, ParamError, StateError) + ((engine.EngineError,) if engine else ())
     return isinstance(exc, ours)
 
 

@@ -13,13 +13,16 @@
 # limitations under the License.
 
 """
-The node's services: ``~/reset``, ``~/save_trajectory``, ``~/save_map``, ``~/save_colmap``.
+The node's services: reset, and the saves of trajectory, map, COLMAP model and state.
+
+``~/reset``, ``~/save_trajectory``, ``~/save_map``, ``~/save_colmap``, ``~/save_state``
+(its work in :mod:`~lingbot_ros.ros.state_service`).
 
 Created by configure and destroyed by cleanup (the lifecycle thread); the handlers run in
 the node's service callback group, one at a time. They only read what the node offers in
-public (:class:`ServedNode`: its params, cameras, worker and map thread), so this module
-does not import the node; ``~/reset`` hands its work to the worker and waits for it on a
-future, so no executor thread blocks meanwhile.
+public (:class:`ServedNode`: its params, cameras, engine, worker and map thread), so this
+module does not import the node; ``~/reset`` and ``~/save_state`` hand their work to the
+worker and wait for it on a future, so no executor thread blocks meanwhile.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from typing import Any, Callable, List, Optional, Protocol, Sequence, Tuple
 
 from lingbot_ros.ros.camera import CameraStream
 from lingbot_ros.ros.map_thread import MapThread, save_colmap
+from lingbot_ros.ros.state_service import save_state
 from lingbot_ros.ros.worker import Worker
 from lingbot_ros.streaming.parameters import Params
 from lingbot_ros.streaming.ply import write_ply
@@ -51,6 +55,7 @@ class ServedNode(Protocol):
 
     params: Optional[Params]
     cameras: list
+    engine: Any
     executor: Optional[Executor]
 
     @property
@@ -76,7 +81,7 @@ class ServedNode(Protocol):
 
 
 class Services:
-    """The four services of a configured node, and their handlers."""
+    """The five services of a configured node, and their handlers."""
 
     def __init__(self, node: ServedNode, group: CallbackGroup) -> None:
         """Register the services in ``group`` (the node's service callback group)."""
@@ -87,6 +92,8 @@ class Services:
             node.create_service(Trigger, '~/save_trajectory', self._on_save, callback_group=group),
             node.create_service(Trigger, '~/save_map', self._on_save_map, callback_group=group),
             node.create_service(Trigger, '~/save_colmap', self._on_save_colmap,
+                                callback_group=group),
+            node.create_service(Trigger, '~/save_state', self._on_save_state,
                                 callback_group=group)]
 
     def destroy(self) -> None:
@@ -134,6 +141,11 @@ class Services:
                             'inside a step); it runs before the next frame')
         node.get_logger().info(response.message)
         return response
+
+    async def _on_save_state(self, request: Trigger.Request,
+                             response: Trigger.Response) -> Any:
+        """Write each camera's stream state and map into trajectory_dir (state_service)."""
+        return await save_state(self._node, self._group, response)
 
     def _on_save(self, request: Trigger.Request, response: Trigger.Response) -> Any:
         node = self._node

@@ -33,6 +33,7 @@ waits on the device and wakes the worker.
 from __future__ import annotations
 
 from collections import deque
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 import sys
 import threading
@@ -267,6 +268,7 @@ class Worker:
         self._thread: Optional[threading.Thread] = None
         self._stop: Optional[threading.Event] = None
         self._resets: list = []  # callbacks waiting for the next reset of every session
+        self._jobs: list = []    # (job, future) to run between two frames, nothing in flight
         self._live = False       # a thread is in its loop and will serve resets
         self._lock = threading.Lock()
         self.errors = 0  # exceptions caught outside a step (each reported)
@@ -329,6 +331,23 @@ class Worker:
             self._serve_reset()
         return done
 
+    def run_between_frames(self, job: Callable[[], Any]) -> Future:
+        """
+        Run ``job`` where it may touch the sessions: on the worker, between two frames.
+
+        The frames in flight land (and are handed to the sink) first, so no session holds
+        one while ``job`` runs. The future gets what ``job`` returns, or what it raised.
+        Without a running thread the job runs here, as a reset does.
+        """
+        done: Future = Future()
+        with self._lock:
+            self._jobs.append((job, done))
+            running = self._live
+        self.queue.wake()
+        if not running:
+            self._serve_reset()
+        return done
+
     # --- the thread ----------------------------------------------------------------------
 
     def _loop(self, stop: threading.Event, queue: FrameQueue) -> None:
@@ -388,8 +407,17 @@ class Worker:
                 self._deliver(cam, results)
 
     def _serve_reset(self) -> None:
+        """Serve the resets and the jobs asked for since the last call (worker thread)."""
         with self._lock:
             waiting, self._resets = self._resets, []
+            jobs, self._jobs = self._jobs, []
+        if jobs:
+            self._land(only_done=False)
+        for job, done in jobs:
+            try:
+                done.set_result(job())
+            except Exception as exc:  # noqa: BLE001 (the asker reports it)
+                done.set_exception(exc)
         if not waiting:
             return
         self._land(only_done=False)  # the frames in flight belong to the old map: out first

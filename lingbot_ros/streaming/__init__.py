@@ -21,11 +21,12 @@ phase and the per-frame step, with its windows (:mod:`.windows`: caches, seeding
 Sim(3), the out-of-memory shrink), the frame in flight (:mod:`.flight`) and, for a whole
 stack, the offline run and its arrays (:mod:`.offline`). Around them: the node's one
 parameter table (:mod:`.parameters`, its choices in :mod:`.choices`; plain data, so the
-configs check their fields through it and the ``ros`` layer derives its descriptors from
-it), configuration (:mod:`.config`), dtype rules (:mod:`.dtypes`), the memory estimate
-(:mod:`.memory`), preprocessing (:mod:`.preprocess`), keyframe policies, results and
-products, the map cloud, metric scale (:mod:`.scale`), export (PLY, COLMAP), and a
-stream's saved state (:mod:`.state`, :mod:`.state_file`; :mod:`.relocalise` for where a
-resumed stream finds itself). May import ``lingbot_ros.model`` and ``lingbot_ros.cache``,
-torch, numpy, OpenCV and Pillow; never ``ros`` or ``tools``, rclpy or message types.
+configs below check their fields through it and the ``ros`` layer derives its descriptors
+from it), configuration (:mod:`.config`), dtype rules (:mod:`.dtypes`), the memory
+estimate (:mod:`.memory`), preprocessing (:mod:`.preprocess`), keyframe policies, results
+and products, the map cloud (:mod:`.map_state`: its voxels as arrays), metric scale
+(:mod:`.scale`), export (PLY, COLMAP), and a stream's saved state (:mod:`.state`,
+:mod:`.state_file`; :mod:`.relocalise` for where a resumed stream finds itself). May
+import ``lingbot_ros.model`` and ``lingbot_ros.cache``, torch, numpy, OpenCV and Pillow;
+never ``ros`` or ``tools``, rclpy or message types.
 """

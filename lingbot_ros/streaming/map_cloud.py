@@ -47,6 +47,7 @@ from typing import Any, NamedTuple, Optional
 
 from lingbot_ros.model.config import ConfigError
 from lingbot_ros.streaming.key_table import KeyTable
+from lingbot_ros.streaming.map_state import MapVoxels
 from lingbot_ros.streaming.result import FrameResult
 import numpy as np
 
@@ -397,6 +398,44 @@ class MapCloud:
             return held
         self.config = config
         return self._evict(self._live - config.max_points)
+
+    def export_voxels(self) -> MapVoxels:
+        """Copy the voxels out whole, oldest first (a saved state; see import_voxels)."""
+        live = self._log[self._live_positions()]
+        conf, rgb = _unpack_attrs(live[:, _ATTRS])
+        return MapVoxels(voxel_size=self.config.voxel_size, epoch=self._epoch,
+                         keyframes=self._keyframes, dropped_points=self._dropped,
+                         out_of_range_points=self._out_of_range,
+                         sums=live[:, :3].view(np.float64).copy(), counts=live[:, _COUNT].copy(),
+                         keys=live[:, _KEY].copy(), seen=live[:, _SEEN].copy(),
+                         confidence=conf, rgb=rgb)
+
+    def import_voxels(self, voxels: MapVoxels) -> int:
+        """
+        Hold ``voxels`` in place of this cloud's; return those dropped to fit max_points.
+
+        The cloud then merges and drops as the one that exported them would. Voxels of
+        another voxel size, or that cannot be a map's, are a ValueError (nothing changes).
+        """
+        voxels.validate()
+        if voxels.voxel_size != self.config.voxel_size:
+            raise ValueError(f'map voxel size {voxels.voxel_size:g} in the state, '
+                             f'{self.config.voxel_size:g} here')
+        self._reset()
+        n = len(voxels)
+        self._epoch = voxels.epoch
+        self._keyframes, self._dropped, self._out_of_range = (
+            voxels.keyframes, voxels.dropped_points, voxels.out_of_range_points)
+        self._reserve(n)
+        rows = np.empty((n, _COLUMNS), np.int64)
+        rows[:, :3].view(np.float64)[:] = voxels.sums
+        rows[:, _COUNT], rows[:, _KEY], rows[:, _SEEN] = voxels.counts, voxels.keys, voxels.seen
+        rows[:, _SLOT] = slots = self._table.insert(voxels.keys)
+        rows[:, _ATTRS] = _pack_attrs(voxels.confidence, voxels.rgb)
+        self._log[:n] = rows
+        self._table.set_values(slots, np.arange(n))
+        self._tail = self._live = n
+        return self._evict(n - self.config.max_points)
 
     def clear(self) -> None:
         """Drop every point and restart the counters (the next frame sets the epoch)."""

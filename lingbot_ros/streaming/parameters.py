@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from enum import Enum
 import math
 import re
+import string
 from typing import Any, Callable, Mapping, Optional, Tuple
 
 from lingbot_ros.cache.backend_choice import USER_BACKENDS
@@ -239,6 +240,17 @@ def _checkpoint(value: str) -> bool:
     return True
 
 
+def _camera_pattern(value: str) -> bool:
+    """Accept a path whose only replacement field is ``{camera}``."""
+    try:
+        fields = [f for _, f, _, _ in string.Formatter().parse(value) if f is not None]
+    except ValueError as exc:
+        raise ValueError(str(exc)) from None
+    if any(f != 'camera' for f in fields):
+        raise ValueError('{camera} is the only field a path may hold')
+    return True
+
+
 def _six_positive(value: tuple) -> bool:
     return len(value) == 6 and all(v > 0 for v in value)
 
@@ -425,7 +437,22 @@ SPECS: Tuple[Spec, ...] = (
          high=100000),
     # --- diagnostics, services, lifecycle ------------------------------------------------
     Spec('trajectory_dir', '~/.ros/lingbot_ros', DIAGNOSTICS, MAIN, 'Folder ~/save_trajectory, '
-         '~/save_map and ~/save_colmap write into.', check=bool, rule='a non-empty path'),
+         '~/save_map, ~/save_colmap and ~/save_state write into.', check=bool,
+         rule='a non-empty path'),
+    Spec('resume_state', '', DIAGNOSTICS, MAIN, 'A state ~/save_state wrote '
+         '(<trajectory_dir>/<camera>_state.safetensors), read at configure: each camera '
+         'continues its saved map, in the same frame and scale. With several cameras a '
+         'pattern: {camera} stands for each name. A state of another model, checkpoint, '
+         'dtype or stream settings, or a bad file, fails configure (see resume_required). '
+         'Empty: start a new map.', read_only=True, check=_camera_pattern,
+         rule='a file path, a pattern with {camera}, or empty'),
+    Spec('resume_required', True, DIAGNOSTICS, ADVANCED, 'A resume_state that cannot be '
+         'resumed (missing, refused) fails configure; false: the camera starts a new map '
+         'instead, said as WARN in the log and /diagnostics.', read_only=True),
+    Spec('resume_far_distance', 1.0, DIAGNOSTICS, ADVANCED, 'After a resume, /diagnostics '
+         'says far from the saved map (WARN) when the median distance of the first resumed '
+         'camera positions to the nearest saved keyframe exceeds this (model units). '
+         'Meaningful with real weights only.', low=0.0, high=1e6),
     Spec('autostart', True, DIAGNOSTICS, MAIN, 'Configure and activate on start (plain ros2 '
          'run / launch); false waits in unconfigured for a lifecycle manager.',
          read_only=True),
@@ -460,6 +487,10 @@ def parse(values: Mapping[str, Any]) -> 'Params':
     if names and len(names) != len(topics):
         raise ParamError(f'camera_names={list(names)!r} is invalid: expected one name per '
                          f'camera_topics entry ({len(topics)})')
+    resume = checked['resume_state']
+    if resume and len(topics) > 1 and '{camera}' not in resume:
+        raise ParamError(f'resume_state={resume!r} is invalid: expected a pattern with '
+                         f'{{camera}} for {len(topics)} cameras (one state per camera)')
     return Params(**checked)
 
 

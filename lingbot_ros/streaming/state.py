@@ -28,6 +28,9 @@ version. :func:`load_into` refuses a file that belongs to anything else, or is n
 whole, in one line (:class:`~lingbot_ros.streaming.errors.StateError`), before the
 session changes; a state it takes continues the stream as if it had never stopped: the
 next frame attends to the same keys at the same time index, in the same frame and scale.
+A save in two steps (:func:`capture` on the session's thread, :func:`write_captured`
+anywhere) lets the node write the file off the thread that owns the session, with the
+camera's voxel map beside the state (:func:`read_voxels` reads it back).
 """
 
 from __future__ import annotations
@@ -41,15 +44,17 @@ from typing import Any, List, Optional, Tuple, Union
 from lingbot_ros.model.config import ModelConfig, SPECIAL_TOKENS
 from lingbot_ros.streaming.config import StreamConfig
 from lingbot_ros.streaming.errors import StateCorrupt, StateMismatch
+from lingbot_ros.streaming.map_state import MapVoxels
 from lingbot_ros.streaming.relocalise import RESUME_REPORT_FRAMES
 from lingbot_ros.streaming.result import FrameResult
-from lingbot_ros.streaming.state_file import (FORMAT_VERSION, read_state, SessionState,
-                                              StateIdentity, StreamSettings, write_state)
+from lingbot_ros.streaming.state_file import (FORMAT_VERSION, read_state, read_voxels,
+                                              SessionState, StateIdentity, StreamSettings,
+                                              write_state)
 import torch
 
-__all__ = ['FORMAT_VERSION', 'identity_of', 'load_into', 'random_weights_digest',
-           'save_session', 'SavedState', 'state_bytes', 'StateIdentity', 'StateSize',
-           'StreamSettings']
+__all__ = ['capture', 'Captured', 'FORMAT_VERSION', 'identity_of', 'load_into',
+           'random_weights_digest', 'read_voxels', 'save_session', 'SavedState',
+           'state_bytes', 'StateIdentity', 'StateSize', 'StreamSettings', 'write_captured']
 
 PathLike = Union[str, Path]
 # how a refusal names a field of StateIdentity / StreamSettings
@@ -107,17 +112,44 @@ class SavedState:
     landed: List[FrameResult]   # a frame in flight, landed first: hand these out as usual
 
 
+@dataclass(frozen=True)
+class Captured:
+    """A session's state copied to the host, ready to write anywhere, any time."""
+
+    identity: StateIdentity
+    settings: StreamSettings
+    state: SessionState
+    landed: List[FrameResult]   # a frame in flight, landed first: hand these out as usual
+
+
+def capture(session: Any, identity: StateIdentity) -> Captured:
+    """
+    Copy ``session``'s state to the host under ``identity`` (on the session's own thread).
+
+    A frame still in flight lands first (``session.drain()``); its result is returned
+    in ``landed``. The session goes on unchanged. Only paged caches can be saved. The
+    copy is the session's whole state: what it takes on the host is what the file takes.
+    """
+    landed = session.drain()
+    state = session.export_state(torch.device('cpu'))
+    return Captured(identity, _settings_of(session, identity), state, landed)
+
+
+def write_captured(captured: Captured, path: PathLike,
+                   voxels: Optional[MapVoxels] = None) -> SavedState:
+    """Write a captured state (and the stream's voxel map) to ``path``, whole or not at all."""
+    size = write_state(path, captured.identity, captured.settings, captured.state, voxels)
+    return SavedState(path=Path(path), size_bytes=size, landed=captured.landed)
+
+
 def save_session(session: Any, path: PathLike, identity: StateIdentity) -> SavedState:
     """
     Write ``session``'s state to ``path`` (whole or not at all) under ``identity``.
 
-    A frame still in flight lands first (``session.drain()``); its result is returned
-    in ``landed``. The session goes on unchanged. Only paged caches can be saved.
+    :func:`capture` then :func:`write_captured`, on the session's thread: a frame in
+    flight lands first and is returned in ``landed``.
     """
-    landed = session.drain()
-    state = session.export_state(torch.device('cpu'))
-    size = write_state(path, identity, _settings_of(session, identity), state)
-    return SavedState(path=Path(path), size_bytes=size, landed=landed)
+    return write_captured(capture(session, identity), path)
 
 
 def load_into(session: Any, path: PathLike, identity: StateIdentity,

@@ -30,6 +30,11 @@ a state read back is bit for bit the one written:
     session.buffer.<i>.image / .model_to_input     scale frames waiting for their call
     trajectory.stamp_ns / .pose                    the session's trajectory ring
     keyframes.index / .stamp_ns / .position        the current map's keyframe positions
+    map.sums / .counts / .keys / .seen / .confidence / .rgb   the voxel map, where saved
+
+The voxel map (``map`` in the header and its tensors) is optional: the replay tool saves
+none, the node saves each camera's; :func:`read_voxels` reads it, :func:`read_state`
+leaves it alone.
 
 :func:`read_state` checks everything it reads (a tensor's presence, shape and dtype, the
 header's fields) and raises :class:`~lingbot_ros.streaming.errors.StateCorrupt` naming
@@ -40,14 +45,17 @@ with a stream: :mod:`lingbot_ros.streaming.state` does.
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, fields
 import json
 from pathlib import Path
-from typing import Any, Dict, Optional, Tuple, Union
+from typing import Any, Dict, Iterator, Optional, Tuple, Union
 
 from lingbot_ros.cache.stream import CacheState
 from lingbot_ros.streaming.atomic import atomic_path
 from lingbot_ros.streaming.errors import StateCorrupt, StateMismatch
+from lingbot_ros.streaming.map_state import ARRAYS as MAP_ARRAYS, COUNTERS as MAP_COUNTERS
+from lingbot_ros.streaming.map_state import MapVoxels
 from lingbot_ros.streaming.preprocess import Prepared
 from lingbot_ros.streaming.relocalise import KeyframePositions
 from lingbot_ros.streaming.windows import Kept, Sim3, WindowsState, WindowState
@@ -135,9 +143,9 @@ def _cache_header(cache: CacheState) -> dict:
             'overflow_events': cache.overflow_events}
 
 
-def _encode(identity: StateIdentity, settings: StreamSettings,
-            state: SessionState) -> Tuple[Dict[str, torch.Tensor], dict]:
-    """Return the tensors and the header of ``state``."""
+def _encode(identity: StateIdentity, settings: StreamSettings, state: SessionState,
+            voxels: Optional[MapVoxels]) -> Tuple[Dict[str, torch.Tensor], dict]:
+    """Return the tensors and the header of ``state`` (and of ``voxels``, if any)."""
     t: Dict[str, torch.Tensor] = {}
     last = state.last_keyframe
     if last is not None:
@@ -186,14 +194,20 @@ def _encode(identity: StateIdentity, settings: StreamSettings,
                     'spoiled': ws.spoiled, 'current': window},
         'keyframes': {'map_epoch': kf.map_epoch},
     }
+    if voxels is not None:
+        for name in MAP_ARRAYS:
+            t[f'map.{name}'] = _host(getattr(voxels, name))
+        header['map'] = {'voxel_size': float(voxels.voxel_size), 'epoch': voxels.epoch,
+                         'frame': voxels.frame,
+                         **{name: getattr(voxels, name) for name in MAP_COUNTERS}}
     return t, header
 
 
 def write_state(path: PathLike, identity: StateIdentity, settings: StreamSettings,
-                state: SessionState) -> int:
-    """Write ``state`` to ``path``, whole or not at all; return the file's bytes."""
+                state: SessionState, voxels: Optional[MapVoxels] = None) -> int:
+    """Write ``state`` (and a voxel map) to ``path``, whole or not at all; return its bytes."""
     from safetensors.torch import save_file
-    tensors, header = _encode(identity, settings, state)
+    tensors, header = _encode(identity, settings, state, voxels)
     metadata = {'format': FORMAT_NAME, 'version': str(FORMAT_VERSION),
                 'header': json.dumps(header, sort_keys=True)}
     with atomic_path(path) as temp:
@@ -372,8 +386,9 @@ def _model_as_text(identity: Any, r: _Reader) -> Any:
     return {**identity, 'model': json.dumps(identity['model'], sort_keys=True)}
 
 
-def read_state(path: PathLike) -> Tuple[StateIdentity, StreamSettings, SessionState]:
-    """Read a state file whole (tensors on the CPU); raise StateError saying what is wrong."""
+@contextmanager
+def _opened(path: PathLike) -> Iterator[Tuple[_Reader, dict]]:
+    """Open a state file and check its format and version; yield its reader and header."""
     from safetensors import safe_open
     path = Path(path)
     if not path.is_file():
@@ -401,7 +416,32 @@ def read_state(path: PathLike) -> Tuple[StateIdentity, StreamSettings, SessionSt
             raise r.corrupt(f'header is not JSON ({exc})') from exc
         if not isinstance(header, dict):
             raise r.corrupt('header is not a JSON object')
+        yield r, header
+
+
+def read_state(path: PathLike) -> Tuple[StateIdentity, StreamSettings, SessionState]:
+    """Read a state file whole (tensors on the CPU); raise StateError saying what is wrong."""
+    with _opened(path) as (r, header):
         identity = _dataclass(StateIdentity, _model_as_text(header.get('identity'), r),
                               'identity', r)
         settings = _dataclass(StreamSettings, header.get('settings'), 'settings', r)
         return identity, settings, _session(header, r)
+
+
+def read_voxels(path: PathLike) -> Optional[MapVoxels]:
+    """Read a state file's voxel map (None: it holds none); raise StateError if it is bad."""
+    with _opened(path) as (r, header):
+        h = header.get('map')
+        if h is None:
+            return None
+        epoch = None if _field(h, 'epoch', object, 'map', r) is None else \
+            _field(h, 'epoch', int, 'map', r)
+        size = _field(h, 'voxel_size', float, 'map', r)
+        arrays = {name: r.tensor(f'map.{name}').numpy() for name in MAP_ARRAYS}
+        try:
+            return MapVoxels(voxel_size=float(size), epoch=epoch,
+                             frame=_field(h, 'frame', str, 'map', r),
+                             **{name: _field(h, name, int, 'map', r) for name in MAP_COUNTERS},
+                             **arrays).validate()
+        except ValueError as exc:
+            raise r.corrupt(str(exc)) from exc

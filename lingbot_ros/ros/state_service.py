@@ -1,0 +1,174 @@
+# Copyright 2026 The lingbot_ros Authors
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+``~/save_state``: each camera's stream state and voxel map, one file per camera.
+
+One file per camera (``<trajectory_dir>/<camera>_state.safetensors``), because a state
+is one session's: each camera is resumed, refused or started fresh on its own, a camera
+can be moved to another node, and ``resume_state``'s ``{camera}`` names each one's file.
+Each save replaces the camera's file whole or not at all (a crash leaves the previous
+one).
+
+Who does what, so that each piece is touched by the thread that owns it:
+
+1. The worker (owner of the sessions), between two frames: the frames in flight land
+   and go to the output thread; each session's state is copied to host memory; once the
+   output thread has sent what the worker handed it (the keyframes to merge included),
+   an export is queued on the map thread behind those keyframes. The worker then goes
+   on with the next frame: it pauses for the copy and the flush, never for the file.
+2. The map thread (owner of the voxel maps) copies each camera's voxels out in order.
+3. This handler (the service callback group) writes the files and answers.
+
+The published track is not saved: a resume rebuilds it from the session's trajectory.
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import Future as ThreadFuture, TimeoutError as ThreadTimeout
+import dataclasses
+from pathlib import Path
+import threading
+from typing import Any, List, Optional, Tuple
+
+from lingbot_ros.ros.camera import CameraStream
+from lingbot_ros.ros.map_thread import MapThread
+from lingbot_ros.ros.resume import state_file
+from lingbot_ros.ros.worker import Worker
+from rclpy.task import Future
+
+SAVE_WAIT_S = 60.0    # the worker's part answers 'still busy' after this long
+FLUSH_S = 10.0        # the worker waits this long for the output thread to send
+MAP_EXPORT_S = 30.0   # the handler waits this long for the map thread's copies
+
+
+@dataclasses.dataclass(frozen=True)
+class _Captured:
+    """One camera's part of a save: the session's state, and its map's voxels to come."""
+
+    camera: CameraStream
+    state: Any                          # streaming.state.Captured
+    voxels: Optional[ThreadFuture]      # MapVoxels from the map thread; None: no map thread
+
+
+def capture_all(worker: Worker, maps: Optional[MapThread], identity: Any) -> List[_Captured]:
+    """
+    Copy every camera's state (run on the worker thread, between frames).
+
+    Cameras that have seen no frame are left out. The map exports are queued once the
+    output thread has sent what the worker handed it, behind the keyframes it queued.
+    The map is saved whatever ``publish_map`` says now: a map resumed while it is off
+    would otherwise be lost at the next save (while off, it merges no keyframe).
+    """
+    from lingbot_ros.streaming.state import capture
+    taken = []
+    for cam in worker.cameras:
+        if cam.session.frames_seen == 0:
+            continue
+        state = capture(cam.session, identity)
+        if state.landed:  # the worker lands every frame before a job: none may be left
+            raise RuntimeError(f'{cam.name}: {len(state.landed)} frame(s) landed during '
+                               'the save; nothing written')
+        taken.append((cam, state))
+    if taken and maps is not None and not worker.sink.flush(FLUSH_S):
+        raise RuntimeError(f'the outputs did not go out within {FLUSH_S:.0f} s; nothing '
+                           'written')
+    return [_Captured(cam, state, maps.export(cam.index) if maps is not None else None)
+            for cam, state in taken]
+
+
+def write_all(folder: Path, taken: List[_Captured],
+              convention: str) -> Tuple[List[str], List[str]]:
+    """Write each captured camera's file; return (what was written, with sizes; failures)."""
+    from lingbot_ros.streaming.state import write_captured
+    written, failed = [], []
+    folder.mkdir(parents=True, exist_ok=True)
+    for part in taken:
+        name = part.camera.name
+        voxels = None
+        if part.voxels is not None:
+            try:
+                voxels = dataclasses.replace(part.voxels.result(MAP_EXPORT_S), frame=convention)
+            except ThreadTimeout:
+                failed.append(f'{name}: the map thread did not copy the map within '
+                              f'{MAP_EXPORT_S:.0f} s')
+                continue
+        path = state_file(folder, name)
+        try:
+            saved = write_captured(part.state, path, voxels)
+        except OSError as exc:
+            failed.append(f'{name}: cannot write {path}: {exc}')
+            continue
+        s = part.state.state
+        cached = s.windows.current.agg.frames if s.windows.current is not None else 0
+        written.append(f'{saved.path} ({saved.size_bytes / 1e6:.1f} MB: frame {s.index}, '
+                       f'{cached} cached frames, '
+                       f"{'no map' if voxels is None else f'{len(voxels)} map voxels'})")
+    return written, failed
+
+
+async def save_state(node: Any, group: Any, response: Any) -> Any:
+    """
+    Answer ``~/save_state`` (see the module docstring); never blocks the worker on disk.
+
+    ``node``: the services' ServedNode; ``group``: their callback group (its timer).
+    """
+    worker, params, engine = node.worker, node.params, node.engine
+    if worker is None or params is None or engine is None:
+        response.success, response.message = False, 'not configured: no state'
+        return response
+    try:
+        identity = engine.state_identity()
+    except Exception as exc:  # noqa: BLE001 (EngineError, an unreadable checkpoint)
+        response.success, response.message = False, f'no state identity: {exc}'
+        return response
+    maps = node.maps
+    job = worker.run_between_frames(lambda: capture_all(worker, maps, identity))
+    future = Future(executor=node.executor)
+    future.add_done_callback(lambda _: None)  # a done callback wakes the executor
+    lock = threading.Lock()
+
+    def finish(done: bool) -> None:
+        with lock:
+            if not future.done():
+                future.set_result(done)
+    timer = node.create_timer(SAVE_WAIT_S, lambda: finish(False), callback_group=group,
+                              clock=node.steady_clock)
+    job.add_done_callback(lambda _: finish(True))
+    done = await future
+    node.destroy_timer(timer)
+    if not done:
+        response.success = False
+        response.message = (f'save still pending after {SAVE_WAIT_S:.0f} s (the worker is '
+                            'inside a step); nothing written yet, call again')
+        return response
+    try:
+        taken = job.result()
+    except Exception as exc:  # noqa: BLE001 (a capture that failed: nothing written)
+        response.success, response.message = False, f'cannot save: {type(exc).__name__}: {exc}'
+        return response
+    folder = Path(params.trajectory_dir).expanduser()
+    seen = {part.camera.name for part in taken}
+    empty = [c.name for c in node.cameras if c.name not in seen]
+    try:
+        written, failed = write_all(folder, taken, params.map_convention.value)
+    except OSError as exc:
+        written, failed = [], [f'cannot write to {folder}: {exc}']
+    response.success = bool(written) and not failed
+    parts = (['wrote ' + ', '.join(written)] if written else []) + failed + (
+        ['no frame yet for ' + ', '.join(empty)] if empty else [])
+    response.message = '; '.join(parts)
+    (node.get_logger().info if response.success else node.get_logger().warning)(
+        response.message)
+    return response
