@@ -31,7 +31,10 @@
 #   bench         lingbot-ros-bench --profile: steady frame time, kernels and graph segments
 #   sbs           side_by_side.py: the reference's profiler and ours, both settings
 #   drift:SEED    bf16_drift.py on weights drawn with SEED: the reference in float32 and bf16,
-#                 ours as shipped
+#                 ours as shipped (ours-shipped: the parameter table's defaults) and ours in
+#                 float32 (the parity yardstick); when every run ends well, its JSON and text
+#                 as performance_table.py names them: bf16_drift.{json,txt} for seed 0,
+#                 bf16_drift_seed<SEED>.{json,txt} for another
 #   tests         the GPU tests, at most TESTS_S seconds (default 200)
 # COMMIT names our commit in the results (the machine's copy of .git may be stale).
 set -uo pipefail
@@ -84,11 +87,15 @@ for step in "$@"; do
              --budget-s 400 --reference-timeout-s 140 --ours-timeout-s 100 --out "$LOGS/sbs" \
              --record --config shipped --results "$LOGS/side_by_side.json" 2>&1 | tail -n 24 ;;
     drift:*) seed=${step#drift:}
+             name=bf16_drift; [[ $seed == 0 ]] || name=bf16_drift_seed$seed
              timeout 480 $PY benchmarks/bf16_drift.py --reference .reference --images "$SOURCE" \
-                 --runs ref-fp32,ref-bf16,ours-bf16-heads16-compiled --seed "$seed" \
+                 --runs ref-fp32,ref-bf16,ours-shipped,ours-fp32 --seed "$seed" \
                  --ours-commit "$COMMIT" --work "/tmp/drift_$seed" --resume --timeout 300 \
-                 --out "$LOGS/drift_seed$seed" > "$LOGS/drift_seed${seed}_stdout.txt" 2>&1
-             tail -n 16 "$LOGS/drift_seed$seed/bf16_drift.txt" 2>/dev/null \
+                 --out "$LOGS/drift_seed$seed" > "$LOGS/drift_seed${seed}_stdout.txt" 2>&1 \
+               && for ext in json txt; do
+                    cp "$LOGS/drift_seed$seed/bf16_drift.$ext" "$LOGS/$name.$ext"
+                  done
+             tail -n 20 "$LOGS/drift_seed$seed/bf16_drift.txt" 2>/dev/null \
                  || tail -n 20 "$LOGS/drift_seed${seed}_stdout.txt" ;;
     tests) timeout "${TESTS_S:-200}" $PY -m pytest -q -ra -m gpu test 2>&1 \
                | tee "$LOGS/gpu_tests.txt" | tail -n 8 ;;

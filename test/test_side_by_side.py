@@ -22,7 +22,6 @@ and once with the profiler failing on a missing module (recorded, ours still run
 """
 
 import argparse
-import importlib.util
 import json
 from pathlib import Path
 import subprocess
@@ -33,10 +32,11 @@ import time
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-_spec = importlib.util.spec_from_file_location('side_by_side',
-                                               ROOT / 'benchmarks' / 'side_by_side.py')
-sbs = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(sbs)
+sys.path.insert(0, str(ROOT / 'benchmarks'))  # the script and its modules, as it runs
+import commits  # noqa: E402,I100
+import side_by_side as sbs  # noqa: E402
+from sidebyside import processes, report, runs, settings  # noqa: E402
+from sidebyside import reference as theirs  # noqa: E402
 
 # A summary in the reference profiler's printed layout; the figures are made up.
 SAMPLE = textwrap.dedent("""\
@@ -72,7 +72,7 @@ OURS_JSON = {'bfloat16': {'frames': 300, 'ms_per_frame_overall': 35.0, 'scale_ca
 
 
 def test_reference_summary_is_parsed():
-    parsed = sbs.parse_reference_output(SAMPLE)
+    parsed = theirs.parse_reference_output(SAMPLE)
     assert parsed['header'] == {'height': 378, 'width': 504, 'frames': 300,
                                 'sliding_window': 64, 'keyframe_interval': 2}
     run = parsed['runs']['flashinfer_bf16']
@@ -87,54 +87,54 @@ def test_reference_summary_is_parsed():
 def test_two_runs_are_kept_apart_and_a_crash_parses_to_nothing():
     second = SAMPLE.split('\n  [flashinfer_bf16]')[1].replace('50.87', '99.50')
     both = SAMPLE + '\n  [sdpa_bf16]' + second
-    runs = sbs.parse_reference_output(both)['runs']
+    runs = theirs.parse_reference_output(both)['runs']
     assert runs['flashinfer_bf16']['ms_per_frame_overall'] == 50.87
     assert runs['sdpa_bf16']['ms_per_frame_overall'] == 99.5
     crash = "Traceback (most recent call last):\nModuleNotFoundError: No module named 'einops'\n"
-    assert sbs.parse_reference_output(crash) == {'header': {}, 'runs': {}}
+    assert theirs.parse_reference_output(crash) == {'header': {}, 'runs': {}}
 
 
 def test_command_lines_for_both_settings(tmp_path):
     common = ['--backend', 'flashinfer', '--dtype', 'bf16', '--img_h', '378', '--img_w', '504',
               '--num_frames', '300', '--sliding_window', '64']
-    assert sbs.reference_command('py', 'default', 300) == (
+    assert theirs.reference_command('py', 'default', 300) == (
         ['py', 'gct_profile.py'] + common
         + ['--camera_num_iterations', '4', '--keyframe_interval', '1'])
-    assert sbs.reference_command('py', 'kf2_it1', 300, fa3=True) == (
+    assert theirs.reference_command('py', 'kf2_it1', 300, fa3=True) == (
         ['py', 'gct_profile.py'] + common
         + ['--camera_num_iterations', '1', '--keyframe_interval', '2', '--fa3'])
     out = tmp_path / 'o.json'
     ours = ['py', '-m', 'lingbot_ros.tools.bench', '--preset', 'release', '--device', 'cuda',
             '--dtype', 'bfloat16', '--backend', 'auto', '--frames', '150', '--height', '378',
             '--width', '504', '--scale-frames', '8', '--sliding-window', '64']
-    assert sbs.ours_command('py', 'default', 150, out) == (
+    assert runs.ours_command('py', 'default', 150, out) == (
         ours + ['--keyframe-interval', '1', '--camera-iterations', '4', '--out', str(out)])
-    assert sbs.ours_command('py', 'kf2_it1', 150, out) == (
+    assert runs.ours_command('py', 'kf2_it1', 150, out) == (
         ours + ['--keyframe-interval', '2', '--camera-iterations', '1', '--out', str(out)])
 
 
 def test_ours_command_is_accepted_by_our_bench_parser():
     from lingbot_ros.tools import bench
-    for setting in sbs.SETTINGS:
-        cmd = sbs.ours_command('py', setting, 300, Path('x.json'))
+    for setting in settings.SETTINGS:
+        cmd = runs.ours_command('py', setting, 300, Path('x.json'))
         args = bench._parser().parse_args(cmd[3:])
-        assert args.keyframe_interval == sbs.SETTINGS[setting]['keyframe_interval']
-        assert args.camera_iterations == sbs.SETTINGS[setting]['camera_iterations']
+        assert args.keyframe_interval == settings.SETTINGS[setting]['keyframe_interval']
+        assert args.camera_iterations == settings.SETTINGS[setting]['camera_iterations']
         assert (args.frames, args.height, args.width) == (300, 378, 504)
         assert not args.compile
-        compiled = sbs.ours_command('py', setting, 300, Path('x.json'), compile_blocks=True)
+        compiled = runs.ours_command('py', setting, 300, Path('x.json'), compile_blocks=True)
         assert bench._parser().parse_args(compiled[3:]).compile
         for heads in ('compute', 'float16'):
-            low = sbs.ours_command('py', setting, 300, Path('x.json'), head_dtype=heads)
+            low = runs.ours_command('py', setting, 300, Path('x.json'), head_dtype=heads)
             assert bench._parser().parse_args(low[3:]).head_dtype == heads
 
 
 def fake_reference(root: Path, body: str = '') -> Path:
     """Write a stand-in checkout: the files the check looks for and a tiny profiler."""
-    for f in sbs.REFERENCE_FILES[1:]:
+    for f in theirs.REFERENCE_FILES[1:]:
         (root / f).parent.mkdir(parents=True, exist_ok=True)
         (root / f).write_text('# stand-in\n')
-    flags = ''.join(f"p.add_argument('{f}')\n" for f in sbs.PROFILER_FLAGS)
+    flags = ''.join(f"p.add_argument('{f}')\n" for f in theirs.PROFILER_FLAGS)
     (root / 'gct_profile.py').write_text(
         '# stand-in for the GCTStream profiler\nimport argparse, sys\n'
         'p = argparse.ArgumentParser()\n' + flags
@@ -143,44 +143,44 @@ def fake_reference(root: Path, body: str = '') -> Path:
 
 
 def test_not_a_checkout_is_refused_clearly(tmp_path):
-    with pytest.raises(sbs.NotAReferenceCheckout, match='no such folder'):
-        sbs.check_reference(tmp_path / 'nowhere')
-    with pytest.raises(sbs.NotAReferenceCheckout, match='lacks gct_profile.py'):
-        sbs.check_reference(tmp_path)
+    with pytest.raises(theirs.NotAReferenceCheckout, match='no such folder'):
+        theirs.check_reference(tmp_path / 'nowhere')
+    with pytest.raises(theirs.NotAReferenceCheckout, match='lacks gct_profile.py'):
+        theirs.check_reference(tmp_path)
     bare = tmp_path / 'bare.git'
     subprocess.run(['git', 'init', '-q', '--bare', str(bare)], check=True)
-    with pytest.raises(sbs.NotAReferenceCheckout, match='git directory without files'):
-        sbs.check_reference(bare)
+    with pytest.raises(theirs.NotAReferenceCheckout, match='git directory without files'):
+        theirs.check_reference(bare)
     ref = fake_reference(tmp_path / 'ref')
-    assert sbs.check_reference(ref) == ref.resolve()
+    assert theirs.check_reference(ref) == ref.resolve()
     text = (ref / 'gct_profile.py').read_text()
     (ref / 'gct_profile.py').write_text(text.replace("'--keyframe_interval'", "'--kf'"))
-    with pytest.raises(sbs.NotAReferenceCheckout, match='--keyframe_interval'):
-        sbs.check_reference(ref)
+    with pytest.raises(theirs.NotAReferenceCheckout, match='--keyframe_interval'):
+        theirs.check_reference(ref)
     rc = sbs.main(['--reference', str(tmp_path), '--out', str(tmp_path / 'out')])
     assert rc == 2 and not (tmp_path / 'out').exists()
 
 
 def test_reference_commit_comes_from_a_commit_file_not_from_an_enclosing_repo(tmp_path):
     ref = fake_reference(tmp_path / 'ref')
-    assert sbs.reference_commit(ref) == 'unknown'
+    assert commits.reference_commit(ref) == 'unknown'
     (ref / 'COMMIT').write_text('4cd986009b9adeded8a4e740919221940dedeffe\n')
-    assert sbs.reference_commit(ref) == '4cd986009b9adeded8a4e740919221940dedeffe'
-    assert sbs.reference_commit(ref, 'abc') == 'abc'
+    assert commits.reference_commit(ref) == '4cd986009b9adeded8a4e740919221940dedeffe'
+    assert commits.reference_commit(ref, 'abc') == 'abc'
 
 
 def test_ratio_json_and_text(tmp_path):
-    reference = dict(sbs.parse_reference_output(SAMPLE)['runs']['flashinfer_bf16'], ok=True)
-    ours = dict(sbs.parse_ours_json(OURS_JSON), ok=True)
+    reference = dict(theirs.parse_reference_output(SAMPLE)['runs']['flashinfer_bf16'], ok=True)
+    ours = dict(runs.parse_ours_json(OURS_JSON), ok=True)
     env = {'python': '3.12.3', 'torch': '2.11.0+cu130', 'cuda': '13.0',
            'flashinfer': '0.6.18.post1', 'gpu': 'NVIDIA H200'}
     commits = {'ours': {'commit': 'a' * 40, 'dirty': False}, 'reference': 'b' * 40}
-    r = sbs.combine('kf2_it1', 300, reference, ours, env, commits, '2026-12-01T12:00:00+00:00')
+    r = report.combine('kf2_it1', 300, reference, ours, env, commits, '2026-12-01T12:00:00+00:00')
     assert r['ratio_reference_over_ours'] == round(50.87 / 35.0, 4)
     assert r['ratio_mid_reference_over_ours_steady'] == round(52.5 / 42.0, 4)
     assert r['settings']['shortened'] is False
     assert r['settings']['keyframe_interval'] == 2 and r['settings']['camera_iterations'] == 1
-    path = sbs.write_result(tmp_path, r)
+    path = report.write_result(tmp_path, r)
     data = json.loads(path.read_text())
     assert path.name == 'side_by_side_kf2_it1.json'
     assert data['gpu'] == 'NVIDIA H200' and data['date'].startswith('2026-12-01')
@@ -191,21 +191,21 @@ def test_ratio_json_and_text(tmp_path):
     text = path.with_suffix('.txt').read_text()
     assert 'NVIDIA H200' in text and '50.87' in text and '35.00' in text and '1.453' in text
     assert 'FAILED' not in text and 'shortened' not in text
-    failed = sbs.combine('default', 120, {'ok': False, 'error': 'missing Python module: x',
-                                          'tail': ['boom']}, ours, env, commits, 'today')
+    missing = {'ok': False, 'error': 'missing Python module: x', 'tail': ['boom']}
+    failed = report.combine('default', 120, missing, ours, env, commits, 'today')
     assert failed['ratio_reference_over_ours'] is None and failed['settings']['shortened']
-    text = sbs.render_text(failed)
+    text = report.render_text(failed)
     assert 'reference FAILED: missing Python module: x' in text and '  | boom' in text
     assert '120 frames instead of 300' in text
 
 
 def test_time_kept_for_ours():
-    assert sbs.plan_timeouts(570, 'reference', 2, 300, 150) == 270
-    assert sbs.plan_timeouts(100, 'reference', 1, 300, 150) == -50
-    assert sbs.plan_timeouts(100, 'ours', 0, 300, 150) == 100
+    assert runs.plan_timeouts(570, 'reference', 2, 300, 150) == 270
+    assert runs.plan_timeouts(100, 'reference', 1, 300, 150) == -50
+    assert runs.plan_timeouts(100, 'ours', 0, 300, 150) == 100
     # a skipped run says what was left for it and why
-    ref = sbs.run_reference(argparse.Namespace(python='py', frames=300, reference_backend='sdpa',
-                                               fa3=False), 'default', Path('.'), Path('x'), 15.0)
+    args = argparse.Namespace(python='py', frames=300, reference_backend='sdpa', fa3=False)
+    ref = runs.run_reference(args, 'default', Path('.'), Path('x'), 15.0)
     assert not ref['ok'] and ref['error'].startswith('not run: 15 s of --budget-s left')
 
 
@@ -213,8 +213,8 @@ def test_a_hanging_program_is_killed_and_its_output_kept(tmp_path):
     log = tmp_path / 'x.log'
     t0 = time.monotonic()
     code = 'import time; print(42, flush=True); time.sleep(60)'
-    res = sbs.run_logged([sys.executable, '-c', code], tmp_path, sbs.child_env(), log, 'hang',
-                         timeout=2)
+    res = processes.run_logged([sys.executable, '-c', code], tmp_path, processes.child_env(), log,
+                               'hang', timeout=2)
     assert res['timed_out'] and res['returncode'] is None and time.monotonic() - t0 < 30
     assert '42' in res['output'] and 'timeout' in log.read_text()
 
@@ -299,10 +299,10 @@ def test_ours_killed_after_writing_its_results_says_so(tmp_path, monkeypatch):
         out.write_text(json.dumps(OURS_JSON))
         return {'returncode': None, 'timed_out': True, 'seconds': timeout, 'output': 'done\n'}
 
-    monkeypatch.setattr(sbs, 'run_logged', finished_then_hung)
+    monkeypatch.setattr(runs, 'run_logged', finished_then_hung)
     args = argparse.Namespace(python=sys.executable, frames=300, ours_backend='auto',
                               ours_compile=True, ours_head_dtype=None)
-    rec = sbs.run_ours(args, 'default', tmp_path / 'x.log', timeout=60)
+    rec = runs.run_ours(args, 'default', tmp_path / 'x.log', timeout=60)
     assert not rec['ok'] and rec['steady_ms_median'] == 42.0
     assert rec['error'] == 'timed out after 60 s after it had written its results'
 
