@@ -56,6 +56,7 @@ from lingbot_ros.ros.intake import Intake
 from lingbot_ros.ros.map_thread import MapThread
 from lingbot_ros.ros.outputs import camera_frames, CameraPublishers, Outputs, quiet_events
 from lingbot_ros.ros.params import camera_names, Listened, map_config, stream_config
+from lingbot_ros.ros.scale_feed import driving_camera, ScaleFeed
 from lingbot_ros.ros.services import Services
 from lingbot_ros.ros.shutdown import StopRequest
 from lingbot_ros.ros.startup import Phases, process_age
@@ -224,6 +225,7 @@ class LingbotNode(OurParameters, LifecycleNode):
         try:
             params = parse(self.parameter_values())
             stream_cfg = stream_config(params)
+            driving_camera(params, camera_names(params))  # map_to_odom_camera names a camera
         except (ParamError, ConfigError) as exc:
             return self._fail(f'invalid parameters: {exc}')
         phases.mark('parameters')
@@ -263,6 +265,7 @@ class LingbotNode(OurParameters, LifecycleNode):
                                max_keyframe_images=params.colmap_max_keyframes)
         self._maps.start()
         self._out.map_restarts = {}
+        self._out.scale = ScaleFeed(params, names, engine.model_config.patch_size, log)
         self._converter = ImageConverter(params.use_cv_bridge, params.max_input_pixels)
         self._fill_info(engine, engine_cfg)
         self._lb_services = Services(self, self._service_group)
@@ -379,6 +382,7 @@ class LingbotNode(OurParameters, LifecycleNode):
             info.fallbacks.append('device auto: no CUDA device, running on the CPU')
         if 'tf2_ros' in info.missing and self.params.publish_tf:
             info.fallbacks.append('tf2_ros not installed: TF not published')
+        info.fallbacks += self._out.scale.fallbacks
         info.hardware_id = engine.hardware_id
 
     def on_activate(self, state: LifecycleState) -> TransitionCallbackReturn:
@@ -476,6 +480,7 @@ class LingbotNode(OurParameters, LifecycleNode):
         if self._maps is not None:
             self._maps.stop()
             self._maps = None
+        self._out.scale = None
         if self._worker is None or not self._worker.alive:
             self._destroy_retired()
             self.cameras, self._worker, self._queue = [], None, None
@@ -569,7 +574,7 @@ class LingbotNode(OurParameters, LifecycleNode):
         counters = {c.index: maps.counters(c.index) for c in cameras} \
             if maps is not None and params is not None and params.publish_map else {}
         msg = diagnostics.build(self.info, cameras, diag, self.get_clock().now().to_msg(),
-                                memory=memory, maps=counters)
+                                memory=memory, maps=counters, scales=self._out.scale_reports())
         self._diag_pub.publish(msg)
 
     @property
