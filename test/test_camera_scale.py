@@ -230,3 +230,24 @@ def test_a_placement_moves_rows_points_and_poses_alike(seed, scale, convention):
     assert np.allclose(turned, turned.T) and not np.any(turned[:3, 3:])
     model = Placement.model_units(np.eye(4))
     assert model.rows(rows) is rows and model.depth(np.ones(2)) is not None
+
+
+def test_a_new_lever_arm_starts_the_odometry_scale_and_the_anchor_over():
+    run = robot_run(6, 0.8, n=120)
+    scale = _scale(ScaleSource.ODOMETRY, drives=True)
+    moved = run.base_to_camera.copy()
+    moved[0, 3] += 0.05  # the camera was moved on the robot
+    kinds = []
+    for i in range(120):
+        lever = run.base_to_camera if i < 60 else moved
+        # the base in odom as the moved camera's track now implies it
+        odom = run.odometry[i] if i < 60 else \
+            invert_rigid(run.map_from_odom) @ run.camera_metric[i] @ invert_rigid(moved)
+        placed = scale.place(_result(i, run.camera_model[i], stamp_s=run.stamps[i]),
+                             Inputs(lever, odom), base_status_of=lambda: 'known')
+        kinds.append(placed.withheld)
+        if not placed.withheld:
+            np.testing.assert_allclose(placed.odom_in_map @ odom, placed.base_pose, atol=1e-9)
+            np.testing.assert_allclose(placed.base_pose @ lever, placed.pose, atol=1e-9)
+    assert not kinds[59] and kinds[60] and not kinds[-1]  # withheld again, then re-anchored
+    assert scale.report.scale == pytest.approx(0.8, rel=1e-6)

@@ -239,6 +239,7 @@ class CameraScale:
             return
         if self._lever is not None:
             self._say(True, 'base_frame -> camera changed: the odometry scale starts over')
+        self._anchor = None  # it was set in the old metric frame
         self._lever = np.array(lever)
         self._estimator = OdometryScale(self._lever)
         self._metric = MetricFrame(self._estimator)
@@ -324,14 +325,26 @@ class CameraScale:
             return None
         return self._estimator.estimate(int(result.window_index), result.stamp_ns * 1e-9)
 
+    def _why(self, est: Optional[ScaleEstimate], base_status: str) -> str:
+        """Say why the newest window has no (new) fit, or what the fit rests on."""
+        source = self.source
+        if self._unavailable or source in (ScaleSource.NONE, ScaleSource.FIXED):
+            return self._note
+        if source is ScaleSource.ODOMETRY and self._estimator is None:
+            return f'waiting for base_frame -> camera ({base_status})'
+        if self._missing and (est is None or not est.has_scale):
+            what = ('odometry at the image stamps (TF odom_frame -> base_frame, or '
+                    'odometry_topic)' if source is ScaleSource.ODOMETRY else
+                    'depth image paired with the frames (depth_topics)')
+            return f'no {what} for {self._missing} frame(s)'
+        if isinstance(self._estimator, OdometryScale):
+            return self._estimator.verdict.value
+        return self._note
+
     def _report(self, result: FrameResult, kind: FrameKind, base_status: str,
                 placed: Placed) -> None:
         est = self._estimate(result)
-        note = self._note
-        if isinstance(self._estimator, OdometryScale):
-            note = self._estimator.verdict.value
-        elif self.source is ScaleSource.ODOMETRY and not self._unavailable:
-            note = f'waiting for base_frame -> camera ({base_status})'
+        note = self._why(est, base_status)
         state = self._first_state() if est is None else est.state.value
         if state != self._state:
             scale = '' if est is None or est.scale is None else \
