@@ -15,7 +15,7 @@
 """The scale sources' inputs: registered depth images and an odometry topic, paired by stamp."""
 
 from geometry_msgs.msg import Quaternion
-from lingbot_ros.ros.scale_inputs import (DepthInbox, depth_pixels, ODOMETRY_MAX_GAP_S,
+from lingbot_ros.ros.scale_inputs import (depth_pixels, DepthInbox, ODOMETRY_MAX_GAP_S,
                                           OdometryInbox)
 from lingbot_ros.streaming.trajectory import matrix_to_quat
 from nav_msgs.msg import Odometry
