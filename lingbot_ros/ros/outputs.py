@@ -143,10 +143,11 @@ class Outputs:
 
     def stop(self, timeout: float) -> bool:
         """Send what was handed over, then end the thread; False if it did not end in time."""
+        sent = self._thread.stop(timeout)
         scale = self.scale
-        if scale is not None:
+        if scale is not None:  # after the last frames were placed with what they read
             scale.unsubscribe(self._node)
-        return self._thread.stop(timeout)
+        return sent
 
     def scale_reports(self) -> Optional[dict]:
         """Return each camera's scale report by index (None before configure)."""

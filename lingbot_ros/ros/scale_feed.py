@@ -238,14 +238,15 @@ class ScaleFeed:
         if now - entry.tried_at < LEVER_RETRY_S:
             return None
         entry.tried_at = now
+        tf = self._tf  # unsubscribe may clear it meanwhile
         if self.tf_missing:
             entry.reason = self.tf_missing
         elif not frame_id:
             entry.reason = 'the images carry no frame_id'
-        elif self._tf is None:
+        elif tf is None:
             entry.reason = 'not subscribed to TF'
         else:
-            entry.matrix, entry.reason = self._tf.lookup(self.base_frame, frame_id)
+            entry.matrix, entry.reason = tf.lookup(self.base_frame, frame_id)
         name = self._names[cam.index]
         if entry.matrix is not None:
             t = entry.matrix[:3, 3]
@@ -266,9 +267,10 @@ class ScaleFeed:
 
     def odom_base(self, stamp_ns: int) -> Optional[np.ndarray]:
         """Return TF's base_frame pose in odom_frame at ``stamp_ns`` (None: not there)."""
-        if self._tf is None:
+        tf = self._tf
+        if tf is None:
             return None
-        matrix, _ = self._tf.lookup(self.odom_frame, self.base_frame, stamp_ns)
+        matrix, _ = tf.lookup(self.odom_frame, self.base_frame, stamp_ns)
         return matrix
 
     def depth(self, cam: CameraStream, stamp_ns: int) -> Optional[np.ndarray]:
