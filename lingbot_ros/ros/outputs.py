@@ -189,7 +189,10 @@ class Outputs:
             if cam is not None and isinstance(topic, Rejection) else 0
         line = f'[{name}] {text}' + (f' ({count} so far)' if count else '')
         log = self._node.get_logger()
-        (log.error if level == Level.ERROR else log.warning)(line)
+        if level == Level.ERROR:  # one call site per severity: rclpy refuses to mix them
+            log.error(line)
+        else:
+            log.warning(line)
 
     def _send(self, cam: CameraStream, output: Sent, action: Callable[[], Optional[bool]]) -> None:
         """
