@@ -94,7 +94,7 @@ def test_the_publishers_add_no_event_handlers_to_the_wait_set(rig):
 
 
 def test_a_camera_may_report_a_warning_and_then_an_error(rig):
-    """rclpy refuses two severities from one call site: report must not raise (the worker)."""
+    """Two severities from one camera: rclpy refuses them at one call site; report must not."""
     from lingbot_ros.ros.reasons import Event, Level, Rejection
     _, cam, out, _ = rig
     out.report(cam, Rejection.SIZE, 'odd frame', Level.WARN)
