@@ -91,3 +91,12 @@ def test_the_publishers_add_no_event_handlers_to_the_wait_set(rig):
     extra.destroy(node)
     node.create_publisher(Image, '~/plain', 1)  # rclpy's default: event handlers
     assert len(list(node.waitables)) > before
+
+
+def test_a_camera_may_report_a_warning_and_then_an_error(rig):
+    """Two severities from one camera: rclpy refuses them at one call site; report must not."""
+    from lingbot_ros.ros.reasons import Event, Level, Rejection
+    _, cam, out, _ = rig
+    out.report(cam, Rejection.SIZE, 'odd frame', Level.WARN)
+    out.report(cam, Event.PUBLISH_FAILED, 'publish failed', Level.ERROR)
+    out.report(None, Event.WORKER_ERROR, 'worker', Level.WARN)

@@ -18,7 +18,8 @@ The ROS 2 layer: the node and everything that speaks ROS.
 The lifecycle node and its wiring, the command line, the ROS side of the parameter table
 (descriptors, declaration, refusals, the rendered parameter files), the image
 intake and conversion, the worker thread that drives the sessions, the output and map
-threads and their publishers, services, diagnostics, TF lookups and the executor. The
+threads and their publishers, services, diagnostics, TF lookups, each camera's metric
+scale and the robot's tree (``map -> odom``), and the executor. The
 only layer (with ``tools``) that imports rclpy and message types; may import
 ``lingbot_ros.streaming`` and, for shared types, ``model`` and ``cache``; never
 ``tools``.

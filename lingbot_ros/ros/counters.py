@@ -102,6 +102,8 @@ class Sent(Enum):
     DEPTH = 'depth'
     POINTS = 'points'
     MAP_POINTS = 'map_points'
+    BASE_ODOM = 'base_odom'
+    MAP_TO_ODOM = 'map_to_odom'
 
 
 # Frames each camera's rates, latency percentiles and drop rate are taken over: a few

@@ -216,14 +216,52 @@ def node_status(info: NodeInfo, cameras: list, diag: Optional[Params] = None,
 
 
 def camera_status(cam: CameraStream, info: NodeInfo, diag: Params,
-                  now: float, map_counters: Any = None) -> DiagnosticStatus:
-    """Report one camera's counters, cache statistics, rates and latencies (and its map's)."""
+                  now: float, map_counters: Any = None, scale: Any = None) -> DiagnosticStatus:
+    """
+    Report one camera's counters, cache statistics, rates and latencies (and its map's).
+
+    ``scale``: the camera's :class:`~lingbot_ros.ros.camera_scale.ScaleReport` (None: no
+    scale feed, the keys are left out).
+    """
     with cam.counters.lock:  # one consistent picture while the other threads count on
-        return _camera_status(cam, info, diag, now, map_counters)
+        return _camera_status(cam, info, diag, now, map_counters, scale)
+
+
+def _scale_problems(scale: Any) -> list:
+    """Return what an operator must act on in a camera's scale report (WARN)."""
+    problems = []
+    if scale.unavailable:
+        problems.append(f'scale source {scale.source} unavailable: {scale.note}')
+    if scale.base.startswith('unknown'):
+        problems.append(f'base transform {scale.base}')
+    if scale.map_to_odom.startswith(('unavailable', 'broadcast; also')):
+        problems.append(f'map -> odom {scale.map_to_odom}')
+    return problems
+
+
+def _num(value: Optional[float], form: str) -> str:
+    return 'n/a' if value is None or value != value else format(value, form)
+
+
+def scale_values(scale: Any) -> list:
+    """Return the scale keys of a camera status (docs/interfaces.md lists them)."""
+    return [('scale_source', scale.source), ('scale_state', scale.state),
+            ('scale', _num(scale.scale, '.6g')), ('scale_sigma', _num(scale.sigma, '.3g')),
+            ('scale_age_s', _num(scale.age_s, '.2f')),
+            ('scale_window', scale.window),
+            ('scale_fitted_window', 'n/a' if scale.fitted_window is None
+             else scale.fitted_window),
+            ('scale_samples', scale.samples),
+            ('scale_residual_rms_m', _num(scale.residual_rms_m, '.4f')),
+            ('scale_note', scale.note or 'none'),
+            ('scale_inputs_missing', scale.inputs_missing),
+            ('scale_inputs_rejected', scale.inputs_rejected),
+            ('units', scale.units), ('output_frame', scale.frame),
+            ('base_transform', scale.base), ('map_to_odom', scale.map_to_odom)]
 
 
 def _camera_status(cam: CameraStream, info: NodeInfo, diag: Params,
-                   now: float, map_counters: Any) -> DiagnosticStatus:
+                   now: float, map_counters: Any, scale: Any = None) -> DiagnosticStatus:
     c, s = cam.counters, cam.cache_stats
     pool = s.scale_pages + s.live_pages + s.pending_pages
     # a dense (unpaged) cache reserves nothing up front: pool use is not defined there
@@ -265,6 +303,9 @@ def _camera_status(cam: CameraStream, info: NodeInfo, diag: Params,
     if resume is not None and resume.warn:
         level = max(level, WARN)
         problems.append(f'resume: {resume.state}')
+    if scale is not None and _scale_problems(scale):
+        level = max(level, WARN)
+        problems.extend(_scale_problems(scale))
     if problems:  # before any frame only a resume's can be: said at once
         message = '; '.join(problems)
     elif c.received == 0 and info.state is not NodeState.ACTIVE:
@@ -275,6 +316,8 @@ def _camera_status(cam: CameraStream, info: NodeInfo, diag: Params,
         message = f'buffering scale frames ({c.buffered})'
     else:
         message = f'tracking, {c.processed} frames processed'
+        if scale is not None and scale.source != 'none':
+            message += f'; scale {scale.state}, {scale.units} units'
     values = [
         ('topic', cam.topic), ('frame_id', cam.frame_id),
         ('frames_received', c.received), ('frames_processed', c.processed),
@@ -321,6 +364,8 @@ def _camera_status(cam: CameraStream, info: NodeInfo, diag: Params,
                    ('map_restarts', m.restarts)]
     if resume is not None:
         values += resume.values
+    if scale is not None:
+        values += scale_values(scale)
     return DiagnosticStatus(level=level,
                             name=camera_status_name(info.node, cam.name), message=message,
                             hardware_id=info.hardware_id, values=_kv(values))
@@ -328,18 +373,19 @@ def _camera_status(cam: CameraStream, info: NodeInfo, diag: Params,
 
 def build(info: NodeInfo, cameras: list, diag: Params, stamp,
           now: Optional[float] = None, memory: Optional[DeviceMemory] = None,
-          maps: Optional[dict] = None) -> DiagnosticArray:
+          maps: Optional[dict] = None, scales: Optional[dict] = None) -> DiagnosticArray:
     """
     Assemble the array published on /diagnostics.
 
     ``memory``: the device's memory where the model runs; ``maps``: camera index -> its
     accumulated map's counters (read from the map thread and handed in, not stored on
-    the camera).
+    the camera); ``scales``: camera index -> its scale report (the same way).
     """
     now = time.monotonic() if now is None else now
     msg = DiagnosticArray()
     msg.header.stamp = stamp
     msg.status = [node_status(info, cameras, diag, memory)]
-    maps = maps or {}
-    msg.status += [camera_status(c, info, diag, now, maps.get(c.index)) for c in cameras]
+    maps, scales = maps or {}, scales or {}
+    msg.status += [camera_status(c, info, diag, now, maps.get(c.index), scales.get(c.index))
+                   for c in cameras]
     return msg

@@ -68,9 +68,14 @@ def pose_stamped(matrix: np.ndarray, stamp: int, frame: str) -> PoseStamped:
     return PoseStamped(header=Header(stamp=stamp_msg(stamp), frame_id=frame), pose=_pose(matrix))
 
 
-def covariance(diagonal: Sequence[float]) -> list:
-    """Return the row-major 6x6 covariance with ``diagonal`` (x, y, z, roll, pitch, yaw)."""
-    return [float(v) for v in np.diag(np.asarray(diagonal, dtype=np.float64)).reshape(-1)]
+def covariance(values: Sequence[float]) -> list:
+    """
+    Return a 6x6 covariance as a message holds it, row-major (x, y, z, then rotations).
+
+    ``values``: its diagonal (six numbers), or the whole ``[6, 6]`` matrix.
+    """
+    a = np.asarray(values, dtype=np.float64)
+    return [float(v) for v in (a if a.shape == (6, 6) else np.diag(a)).reshape(-1)]
 
 
 def odometry(matrix: np.ndarray, stamp: int, frame: str, child: str,
@@ -81,8 +86,9 @@ def odometry(matrix: np.ndarray, stamp: int, frame: str, child: str,
     """
     Build Odometry; twist (in the child frame) by finite difference when known.
 
-    The covariances are the stated diagonals (the model gives none): an all-zero one would
-    tell a filter the pose is exact. ``pose``: ``matrix`` already as a Pose message (the
+    The covariances are the stated diagonals (the model gives none), or with a metric scale
+    the fit's ``[6, 6]`` pose covariance: an all-zero one would tell a filter the pose is
+    exact. ``pose``: ``matrix`` already as a Pose message (the
     pose_stamped's), to convert the rotation once per frame.
     """
     msg = Odometry(header=Header(stamp=stamp_msg(stamp), frame_id=frame), child_frame_id=child)

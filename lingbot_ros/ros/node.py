@@ -57,9 +57,10 @@ from lingbot_ros.ros.map_thread import MapThread
 from lingbot_ros.ros.outputs import camera_frames, CameraPublishers, Outputs, quiet_events
 from lingbot_ros.ros.params import camera_names, Listened, map_config, stream_config
 from lingbot_ros.ros.resume import apply_resumes, resume_sessions
+from lingbot_ros.ros.scale_feed import driving_camera, ScaleFeed
 from lingbot_ros.ros.services import Services
 from lingbot_ros.ros.shutdown import StopRequest
-from lingbot_ros.ros.startup import Phases, process_age
+from lingbot_ros.ros.startup import Phases, process_age, warm_up
 from lingbot_ros.ros.worker import FrameQueue, Worker, WorkerBusy
 from lingbot_ros.streaming.choices import InputTransport
 from lingbot_ros.streaming.config import EngineConfig, NOMINAL_INPUT_HW
@@ -226,6 +227,7 @@ class LingbotNode(OurParameters, LifecycleNode):
         try:
             params = parse(self.parameter_values())
             stream_cfg = stream_config(params)
+            driving_camera(params, camera_names(params))  # map_to_odom_camera names a camera
         except (ParamError, ConfigError) as exc:
             return self._fail(f'invalid parameters: {exc}')
         phases.mark('parameters')
@@ -242,7 +244,8 @@ class LingbotNode(OurParameters, LifecycleNode):
             phases.mark('model', getattr(engine, 'load_phases', None))
             names = camera_names(params)
             if engine.device.type == 'cuda':
-                self._warm_up(engine, stream_cfg, len(names))
+                warm_up(engine, stream_cfg, len(names), self._configure_progress,
+                        self.get_logger().warning)
                 phases.mark('warm-up')
             sessions = [engine.new_session(n, stream_cfg) for n in names]
             phases.mark('sessions')
@@ -268,6 +271,7 @@ class LingbotNode(OurParameters, LifecycleNode):
         apply_resumes(resumed, self.cameras, self._maps, params, log)
         self._maps.start()
         self._out.map_restarts = {}
+        self._out.scale = ScaleFeed(params, names, engine.model_config.patch_size, log)
         self._converter = ImageConverter(params.use_cv_bridge, params.max_input_pixels)
         self._fill_info(engine, engine_cfg)
         self._lb_services = Services(self, self._service_group)
@@ -309,28 +313,6 @@ class LingbotNode(OurParameters, LifecycleNode):
             return topic
         return name.rstrip('/') + '/compressed' \
             if params.input_transport == InputTransport.COMPRESSED else name
-
-    def _warm_up(self, engine: Any, stream_cfg: Any, cameras: int) -> None:
-        """
-        Run the cameras' first frames' one-off work now, not while their frames pile up.
-
-        For a nominal camera: compiling (``torch_compile``), allocating the KV pools and
-        capturing the CUDA graphs, which each camera's session of that size then takes over.
-        """
-        log = self.get_logger()
-        size = f'{NOMINAL_INPUT_HW[1]}x{NOMINAL_INPUT_HW[0]}'
-        what = 'compiling the blocks, ' if engine.compiled_blocks else ''
-        self._configure_progress(f'warm-up: {what}KV pools and CUDA graphs for {cameras} '
-                                 f'{size} camera(s) (compiling takes tens of seconds the '
-                                 'first time on a machine, seconds once cached)')
-        try:
-            seconds = engine.warm_up(stream_cfg, NOMINAL_INPUT_HW, cameras=cameras)
-        except Exception as exc:  # noqa: BLE001 (the cameras then do it at their first frames)
-            log.warning(f'warm-up failed ({type(exc).__name__}: {exc}); each camera compiles '
-                        'and captures at its first frames instead')
-            return
-        self._configure_progress(f'warm-up at {size} took {seconds:.1f} s; a camera of another '
-                                 'size compiles and captures at its first frames')
 
     def _log_memory_need(self, engine_cfg: Any, stream_cfg: Any, cameras: int) -> None:
         """Say what the device will need before anything is allocated (a nominal camera)."""
@@ -384,6 +366,7 @@ class LingbotNode(OurParameters, LifecycleNode):
             info.fallbacks.append('device auto: no CUDA device, running on the CPU')
         if 'tf2_ros' in info.missing and self.params.publish_tf:
             info.fallbacks.append('tf2_ros not installed: TF not published')
+        info.fallbacks += self._out.scale.fallbacks
         info.hardware_id = engine.hardware_id
 
     def on_activate(self, state: LifecycleState) -> TransitionCallbackReturn:
@@ -481,6 +464,7 @@ class LingbotNode(OurParameters, LifecycleNode):
         if self._maps is not None:
             self._maps.stop()
             self._maps = None
+        self._out.scale = None
         if self._worker is None or not self._worker.alive:
             self._destroy_retired()
             self.cameras, self._worker, self._queue = [], None, None
@@ -574,7 +558,7 @@ class LingbotNode(OurParameters, LifecycleNode):
         counters = {c.index: maps.counters(c.index) for c in cameras} \
             if maps is not None and params is not None and params.publish_map else {}
         msg = diagnostics.build(self.info, cameras, diag, self.get_clock().now().to_msg(),
-                                memory=memory, maps=counters)
+                                memory=memory, maps=counters, scales=self._out.scale_reports())
         self._diag_pub.publish(msg)
 
     @property

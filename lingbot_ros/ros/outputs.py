@@ -21,8 +21,9 @@ The node's outputs: each camera's publishers and the worker's sink that fills th
 path, TF, depth and points, and writes each camera's track, in the order handed over.
 ``publish_maps`` runs on the map timer's callback group and is the only sender of
 ``~/map_points``. The lifecycle thread sets ``pubs`` and ``tf`` and starts the output
-thread on activate, and stops it and clears them once the worker stopped; no one else
-writes them.
+thread on activate, and stops it and clears them once the worker stopped; configure sets
+``scale`` (:class:`~lingbot_ros.ros.scale_feed.ScaleFeed`: where each frame's outputs land,
+in metres once a camera has a scale). No one else writes them.
 """
 
 from __future__ import annotations
@@ -34,11 +35,13 @@ from typing import Any, Callable, Optional
 from geometry_msgs.msg import PoseStamped
 from lingbot_ros.ros import messages, path_cdr
 from lingbot_ros.ros.camera import CameraStream
+from lingbot_ros.ros.camera_scale import Placed
 from lingbot_ros.ros.counters import Sent
 from lingbot_ros.ros.map_thread import MapThread
 from lingbot_ros.ros.output_thread import OutputThread
 from lingbot_ros.ros.params import Listened
 from lingbot_ros.ros.reasons import Event, Level, Rejection, Topic
+from lingbot_ros.ros.scale_feed import driving_camera, ScaleFeed
 from lingbot_ros.ros.worker import Output
 from lingbot_ros.streaming.parameters import Params
 from lingbot_ros.streaming.result import FrameResult
@@ -103,10 +106,11 @@ class CameraPublishers:
                           durability=DurabilityPolicy.TRANSIENT_LOCAL)
         self.map_points = publisher(PointCloud2, 'map_points', kept)
         self.map_sent = (-float('inf'), -1)  # (monotonic time, map version) last sent
+        self.base_odom = publisher(Odometry, 'base_odom', reliable)
 
     def destroy(self, node: Node) -> None:
         for pub in (self.pose, self.odom, self.path, self.depth, self.points,
-                    self.camera_info, self.map_points):
+                    self.camera_info, self.map_points, self.base_odom):
             node.destroy_publisher(pub)
 
 
@@ -122,6 +126,7 @@ class Outputs:
         self._stopping = stopping  # True once the process stops: publish failures are no error
         self.pubs: list = []   # CameraPublishers by camera index, while active
         self.tf: Any = None    # the TransformBroadcaster, while active (None without tf2_ros)
+        self.scale: Optional[ScaleFeed] = None  # each camera's scale and frame, from configure
         self.map_restarts: dict = {}  # camera index -> restarts already logged
         self._last_log: dict = {}
         self._log_lock = threading.Lock()
@@ -131,11 +136,23 @@ class Outputs:
 
     def start(self) -> None:
         """Start sending on the output thread (activate, after the publishers exist)."""
+        scale, params = self.scale, self._params()
+        if scale is not None and params is not None:
+            scale.subscribe(self._node, params)  # TF, depth and odometry: the scale's inputs
         self._thread.start()
 
     def stop(self, timeout: float) -> bool:
         """Send what was handed over, then end the thread; False if it did not end in time."""
-        return self._thread.stop(timeout)
+        sent = self._thread.stop(timeout)
+        scale = self.scale
+        if scale is not None:  # after the last frames were placed with what they read
+            scale.unsubscribe(self._node)
+        return sent
+
+    def scale_reports(self) -> Optional[dict]:
+        """Return each camera's scale report by index (None before configure)."""
+        scale = self.scale
+        return None if scale is None else scale.reports()
 
     def flush(self, timeout: float) -> bool:
         """Wait until everything handed over so far is sent (the worker, after a reset)."""
@@ -172,7 +189,10 @@ class Outputs:
             if cam is not None and isinstance(topic, Rejection) else 0
         line = f'[{name}] {text}' + (f' ({count} so far)' if count else '')
         log = self._node.get_logger()
-        (log.error if level == Level.ERROR else log.warning)(line)
+        if level == Level.ERROR:  # one call site per severity: rclpy refuses to mix them
+            log.error(line)
+        else:
+            log.warning(line)
 
     def _send(self, cam: CameraStream, output: Sent, action: Callable[[], Optional[bool]]) -> None:
         """
@@ -204,6 +224,12 @@ class Outputs:
     # --- on the output thread ------------------------------------------------------------
 
     def _restart(self, cam: CameraStream) -> None:
+        if self.scale is not None:
+            self.scale.restart(cam.index)  # the old scale belongs to the old map
+        self._start_over(cam)
+
+    def _start_over(self, cam: CameraStream) -> None:
+        """Clear the camera's track and map: what follows is in another map or frame."""
         cam.track.clear()  # the old poses live in the old map
         maps = self._maps()
         if maps is not None:
@@ -224,15 +250,34 @@ class Outputs:
             return
         out, pubs = params, outputs[cam.index]
         map_frame, child, sensor = self._frames(cam)
-        pose = messages.map_pose(result, params.map_convention)
+        scale = self.scale
+        placed = None if scale is None else scale.place(cam, result, params)
+        if placed is not None:
+            if placed.restarted:
+                self._start_over(cam)
+            result = placed.result  # depth and points in the published units
+            if placed.withheld:  # nothing in the map frame before map -> odom is set
+                if out.publish_camera_info and _listened(pubs.camera_info):
+                    self._send(cam, Sent.CAMERA_INFO, lambda: pubs.camera_info.publish(
+                        messages.camera_info(result, sensor)))
+                return
+            pose = placed.pose
+        else:
+            pose = messages.map_pose(result, params.map_convention)
         stamp = result.stamp_ns
         pose_msg = messages.pose_stamped(pose, stamp, map_frame)
         self._send(cam, Sent.POSE, lambda: pubs.pose.publish(pose_msg))
+        pose_cov, twist_cov = out.pose_covariance, out.twist_covariance
+        if placed is not None:
+            twist_cov = placed.twist_diagonal(twist_cov)
+            if placed.covariance is not None:
+                pose_cov = placed.covariance
         if out.publish_odom:
             self._send(cam, Sent.ODOM, lambda: pubs.odom.publish(
                 messages.odometry(pose, stamp, map_frame, child, cam.track.previous,
-                                  out.pose_covariance, out.twist_covariance,
-                                  pose=pose_msg.pose)))
+                                  pose_cov, twist_cov, pose=pose_msg.pose)))
+        if placed is not None:
+            self._send_robot(cam, pubs, scale, placed, map_frame, twist_cov)
         cam.track.add(stamp, pose, path_cdr.pose_cdr(pose_msg) if out.publish_path else None,
                       out.path_max_length)
         # the large outputs are built only while someone listens (RViz, a recorder, a
@@ -240,7 +285,8 @@ class Outputs:
         # path cost the output thread (and through the GIL, the worker) for nothing
         if out.publish_path and _listened(pubs.path):
             self._send(cam, Sent.PATH, lambda: self._publish_path(cam, pubs, pose_msg, map_frame))
-        if out.publish_tf and self.tf is not None:
+        if out.publish_tf and self.tf is not None and \
+                not (placed is not None and placed.drives_map_to_odom):
             self._send(cam, Sent.TF, lambda: self.tf.sendTransform(
                 messages.transform(pose, stamp, map_frame, child, pose=pose_msg.pose)))
         if out.publish_camera_info and _listened(pubs.camera_info):
@@ -257,6 +303,24 @@ class Outputs:
         if out.publish_map and result.is_keyframe and result.depth is not None \
                 and maps is not None:
             maps.submit(cam.index, result, pose)  # merged by the map thread
+
+    def _send_robot(self, cam: CameraStream, pubs: CameraPublishers, scale: ScaleFeed,
+                    placed: Placed, map_frame: str, twist_cov: tuple) -> None:
+        """Send the robot's own: ~/base_odom, and map -> odom where this camera drives it."""
+        params, stamp = self._params(), placed.result.stamp_ns
+        if placed.odom_in_map is not None and self.tf is not None:
+            when = stamp + int(round(params.map_to_odom_future_s * 1e9))
+            self._send(cam, Sent.MAP_TO_ODOM, lambda: self.tf.sendTransform(messages.transform(
+                placed.odom_in_map, when, map_frame, scale.odom_frame)))
+        base = placed.base_pose
+        if base is None or not params.publish_base_pose or not _listened(pubs.base_odom):
+            return
+        state = scale.cameras[cam.index]
+        previous, state.base_previous = state.base_previous, (stamp, base)
+        cov = params.pose_covariance if placed.base_covariance is None \
+            else placed.base_covariance
+        self._send(cam, Sent.BASE_ODOM, lambda: pubs.base_odom.publish(messages.odometry(
+            base, stamp, map_frame, scale.base_frame, previous, cov, twist_cov)))
 
     def _publish_path(self, cam: CameraStream, pubs: CameraPublishers, pose_msg: PoseStamped,
                       map_frame: str) -> bool:
@@ -319,9 +383,13 @@ def camera_frames(params: Params, cameras: list, cam: CameraStream) -> tuple:
     own (``<image frame_id>_lingbot``): broadcasting map -> the image's frame itself
     would give a frame the robot's URDF already parents a second parent. Set
     ``camera_frame`` to choose it. ``camera_info`` and depth keep the image's frame.
+    With several cameras each has a map frame of its own, but the one driving
+    ``publish_map_to_odom`` publishes in ``map_frame`` itself.
     """
     many = len(cameras) > 1
-    map_frame = f'{params.map_frame}_{cam.name}' if many else params.map_frame
+    drives = many and params.publish_map_to_odom and \
+        driving_camera(params, [c.name for c in cameras]) == cam.index
+    map_frame = f'{params.map_frame}_{cam.name}' if many and not drives else params.map_frame
     sensor = cam.frame_id or f'{cam.name}_optical_frame'
     if params.camera_frame:
         child = f'{params.camera_frame}_{cam.name}' if many else params.camera_frame

@@ -31,6 +31,7 @@ from lingbot_ros.ros.conventions import map_from_optical
 from lingbot_ros.streaming.config import FrameProducts, PointsSpec, StreamConfig
 from lingbot_ros.streaming.map_cloud import MapCloudConfig
 from lingbot_ros.streaming.parameters import Kind, Params, Spec
+from lingbot_ros.streaming.scale.estimate import ScaleSource
 from rcl_interfaces.msg import (FloatingPointRange, IntegerRange, ParameterDescriptor,
                                 ParameterType)
 
@@ -80,8 +81,9 @@ def _sanitise(text: str) -> str:
 
 
 def with_depth(p: Params) -> bool:
-    """Whether the sessions decode depth: an output of the node needs it."""
-    return p.publish_depth or p.publish_points or p.publish_map
+    """Whether the sessions decode depth: an output of the node, or the depth scale, needs it."""
+    return p.publish_depth or p.publish_points or p.publish_map \
+        or p.scale_source is ScaleSource.DEPTH
 
 
 def map_config(p: Params) -> MapCloudConfig:

@@ -16,7 +16,7 @@
 How long the node took to start: the process's age and the phases of configure / activate.
 
 The lifecycle transitions (``node.py``) fill :class:`Phases` in; ``lingbot_node`` logs and
-reports the sum once the node is active.
+reports the sum once the node is active. :func:`warm_up` is configure's longest phase on CUDA.
 """
 
 from __future__ import annotations
@@ -24,7 +24,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 import time
-from typing import Optional
+from typing import Any, Callable, Optional
+
+from lingbot_ros.streaming.config import NOMINAL_INPUT_HW
 
 PROCESS_T0 = time.monotonic()  # where /proc cannot say when the process started
 
@@ -79,3 +81,27 @@ class Phases:
         since = 'process start' if self.parts and self.parts[0][0].startswith('process') \
             else 'configure'
         return f'{total:.1f} s from {since} to active: ' + '; '.join(out)
+
+
+def warm_up(engine: Any, stream_cfg: Any, cameras: int, say: Callable[[str], None],
+            warn: Callable[[str], None]) -> None:
+    """
+    Run the cameras' first frames' one-off work at configure, not while their frames pile up.
+
+    For a nominal camera: compiling (``torch_compile``), allocating the KV pools and
+    capturing the CUDA graphs, which each camera's session of that size then takes over.
+    ``say`` puts a line in the log and ``/diagnostics``; a failure only warns: the cameras
+    then do the same work at their first frames.
+    """
+    size = f'{NOMINAL_INPUT_HW[1]}x{NOMINAL_INPUT_HW[0]}'
+    what = 'compiling the blocks, ' if engine.compiled_blocks else ''
+    say(f'warm-up: {what}KV pools and CUDA graphs for {cameras} {size} camera(s) (compiling '
+        'takes tens of seconds the first time on a machine, seconds once cached)')
+    try:
+        seconds = engine.warm_up(stream_cfg, NOMINAL_INPUT_HW, cameras=cameras)
+    except Exception as exc:  # noqa: BLE001 (the cameras then do it at their first frames)
+        warn(f'warm-up failed ({type(exc).__name__}: {exc}); each camera compiles and '
+             'captures at its first frames instead')
+        return
+    say(f'warm-up at {size} took {seconds:.1f} s; a camera of another size compiles and '
+        'captures at its first frames')

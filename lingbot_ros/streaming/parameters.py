@@ -47,6 +47,7 @@ from lingbot_ros.model.hub import (HubSpecError, is_hub_spec, parse_hub_spec, SP
 from lingbot_ros.streaming.choices import (DTYPES, HeadDtype, InputTransport, KeyframeMode,
                                            KvCacheDtype, MapConvention, QosReliability,
                                            WeightsDtype)
+from lingbot_ros.streaming.scale.estimate import ScaleSource
 
 
 class ParamError(ConfigError):
@@ -60,6 +61,7 @@ class Group(Enum):
     STREAMING = 'Streaming'
     INPUT = 'Input'
     FRAMES = 'Frames (REP-103 / REP-105)'
+    SCALE = "Metric scale (the robot's odometry, a depth camera, or a number)"
     OUTPUTS = 'Outputs'
     MAP = 'The accumulated map (~/map_points, ~/save_map, ~/save_colmap)'
     DIAGNOSTICS = 'Diagnostics, services, lifecycle'
@@ -256,6 +258,7 @@ def _six_positive(value: tuple) -> bool:
 
 
 MODEL, STREAMING, INPUT, FRAMES = Group.MODEL, Group.STREAMING, Group.INPUT, Group.FRAMES
+SCALE = Group.SCALE
 OUTPUTS, MAP, DIAGNOSTICS = Group.OUTPUTS, Group.MAP, Group.DIAGNOSTICS
 MAIN, ADVANCED = Tier.MAIN, Tier.ADVANCED
 ENGINE, STREAM = Target.ENGINE, Target.STREAM
@@ -380,9 +383,11 @@ SPECS: Tuple[Spec, ...] = (
          'decoded into gigabytes.', low=1, high=2**31 - 1),
     # --- frames --------------------------------------------------------------------------
     Spec('map_frame', 'lingbot_map', FRAMES, MAIN, 'Frame of poses, path and points (with '
-         "several cameras <map_frame>_<camera>). Not 'map': that is the global map of nav2 "
-         'and the localisers (REP-105), and this map has its own origin and arbitrary '
-         'scale.', read_only=True, check=bool, rule='a non-empty frame id'),
+         'several cameras <map_frame>_<camera>, but for the camera that drives '
+         'publish_map_to_odom). The default is an island of its own, not connected to the '
+         "robot's tree. With publish_map_to_odom set it to 'map' (REP-105's global frame, "
+         "nav2's and the localisers').", read_only=True, check=bool,
+         rule='a non-empty frame id'),
     Spec('camera_frame', '', FRAMES, MAIN, 'Child frame of odom and TF (the tracked optical '
          "frame). Empty: <image frame_id>_lingbot, so the robot's own camera frame keeps its "
          "URDF parent. camera_info and depth keep the image's frame_id.", read_only=True,
@@ -390,6 +395,46 @@ SPECS: Tuple[Spec, ...] = (
     Spec('map_convention', MapConvention.REP103.value, FRAMES, MAIN, "'rep103': map is x "
          "forward, y left, z up at the first camera pose; 'optical': map is the first "
          "camera's optical frame.", read_only=True, choices=MapConvention),
+    Spec('base_frame', 'base_link', FRAMES, MAIN, "The robot's frame (REP-105). The node looks "
+         "up base_frame -> each image's frame_id on TF (the URDF's static transform) for the "
+         'odometry scale, ~/base_odom and map -> odom; without it, it says so and goes on.',
+         read_only=True, check=bool, rule='a non-empty frame id'),
+    Spec('odom_frame', 'odom', FRAMES, MAIN, "Frame of the robot's odometry (REP-105): "
+         'odom_frame -> base_frame on TF, or odometry_topic.', read_only=True, check=bool,
+         rule='a non-empty frame id'),
+    Spec('publish_map_to_odom', False, FRAMES, MAIN, 'With a scale, broadcast map_frame -> '
+         'odom_frame so that map_frame -> odom_frame -> base_frame is the pose of the robot '
+         'the node estimates (REP-105, as SLAM nodes do), instead of map_frame -> camera. Set '
+         'map_frame: map. Needs tf2_ros and odom_frame -> base_frame on TF.', read_only=True),
+    Spec('map_to_odom_camera', '', FRAMES, ADVANCED, 'The camera whose poses drive map_frame -> '
+         'odom_frame (a name of camera_names, or derived from the topics); empty: the '
+         'first.', read_only=True, check=lambda v: v == '' or bool(_NAME.match(v)),
+         rule='a camera name, or empty'),
+    Spec('map_to_odom_future_s', 0.2, FRAMES, ADVANCED, 'map_frame -> odom_frame is stamped '
+         'this long after the image it comes from (as slam_toolbox future-dates it by its '
+         'transform_timeout), so that lookups at the current time between two images need '
+         'no extrapolation; 0: the image stamp.', low=0.0, high=10.0),
+    # --- metric scale ------------------------------------------------------------------------
+    Spec('scale_source', ScaleSource.NONE.value, SCALE, MAIN, "Where metres come from. 'none': "
+         "model units (no metric output); 'odometry': fitted per window to the robot's "
+         'odometry (TF odom_frame -> base_frame, or odometry_topic) through base_frame -> '
+         "camera; 'depth': fitted to a registered depth image (depth_topics); 'fixed': "
+         'fixed_scale. With a scale every output is in metres; /diagnostics says its state.',
+         read_only=True, choices=ScaleSource),
+    Spec('odometry_topic', '', SCALE, ADVANCED, 'nav_msgs/Odometry of base_frame in odom_frame '
+         'for the odometry scale; empty: TF odom_frame -> base_frame at the image stamps.',
+         read_only=True, rule='a topic name, or empty'),
+    Spec('depth_topics', [], SCALE, ADVANCED, 'One registered depth image topic per camera for '
+         'the depth scale (sensor_msgs/Image, 16UC1 in millimetres or 32FC1 in metres, on the '
+         "colour image's pixels, stamped as it). Empty: depth_registered/image_rect for one "
+         'camera, <camera name>/depth_registered/image_rect for several (relative: remap '
+         'them).', read_only=True, check=lambda v: all(v) and len(set(v)) == len(v),
+         rule='distinct, non-empty topic names (one per camera_topics entry), or empty'),
+    Spec('depth_time_tolerance_s', 0.02, SCALE, ADVANCED, 'A depth image is paired with the '
+         'colour image stamped at most this far from it (0: the same stamp only).', low=0.0,
+         high=1.0),
+    Spec('fixed_scale', 1.0, SCALE, ADVANCED, 'Metres per model unit for scale_source fixed.',
+         read_only=True, check=lambda v: 0 < v <= 1e6, rule='a number in (0, 1e6]'),
     # --- outputs (apply from the next frame) ---------------------------------------------
     Spec('publish_tf', True, OUTPUTS, MAIN, 'Broadcast map -> camera frame on /tf (needs '
          'tf2_ros).'),
@@ -401,14 +446,19 @@ SPECS: Tuple[Spec, ...] = (
     Spec('publish_camera_info', True, OUTPUTS, MAIN, "Publish ~/camera_info (the model's "
          'intrinsics at the input resolution).'),
     Spec('pose_covariance', [0.01] * 6, OUTPUTS, MAIN, '~/odom pose covariance diagonal (x, '
-         'y, z, roll, pitch, yaw; model units squared and rad^2). The model gives no '
-         'uncertainty: this is a stated guess for fusion (robot_localization), never zero.',
+         'y, z, roll, pitch, yaw; model units squared and rad^2) without a scale: a stated '
+         'guess for fusion (robot_localization), never zero. With a scale the fit states '
+         'it (m^2, rad^2).',
          check=_six_positive, rule='6 positive numbers'),
     Spec('twist_covariance', [0.05] * 6, OUTPUTS, MAIN, '~/odom twist covariance diagonal '
-         '(vx, vy, vz, wx, wy, wz; (model units/s)^2 and (rad/s)^2).', check=_six_positive,
+         '(vx, vy, vz, wx, wy, wz; (model units/s)^2 and (rad/s)^2; with a scale the linear '
+         'part is converted to (m/s)^2).', check=_six_positive,
          rule='6 positive numbers'),
     Spec('points_decimation', 4, OUTPUTS, MAIN, 'Take every Nth pixel in both directions for '
          '~/points and the map.', low=1, high=64),
+    Spec('publish_base_pose', False, OUTPUTS, ADVANCED, "Publish ~/base_odom: base_frame's "
+         'pose in the map frame (nav_msgs/Odometry, child base_frame), once there is a scale '
+         'and base_frame -> camera is known.'),
     Spec('path_max_length', 2000, OUTPUTS, ADVANCED, 'Poses kept in ~/path (oldest dropped).',
          low=1, high=1000000),
     Spec('path_period', 0.5, OUTPUTS, ADVANCED, 'Seconds between ~/path messages (the whole '
@@ -422,8 +472,9 @@ SPECS: Tuple[Spec, ...] = (
          'camera and publish it on ~/map_points (xyz + rgb + confidence, map frame); '
          '~/save_map writes it as PLY, ~/save_colmap as a COLMAP model. Uses the points_* '
          'filters.'),
-    Spec('map_voxel_size', 0.02, MAP, MAIN, 'Voxel edge of the map in model units; the points '
-         'of a voxel merge into their mean. A change starts the map over.', low=0.0001,
+    Spec('map_voxel_size', 0.02, MAP, MAIN, 'Voxel edge of the map in model units (metres '
+         'with a scale); the points of a voxel merge into their mean. A change starts the map '
+         'over.', low=0.0001,
          high=100.0),
     Spec('map_period', 1.0, MAP, ADVANCED, 'Seconds between ~/map_points messages (the whole '
          'map is sent each time, only when it changed).', low=0.1, high=3600.0),
@@ -483,10 +534,12 @@ def parse(values: Mapping[str, Any]) -> 'Params':
     if unknown:
         raise ParamError(f'{unknown[0]} is not a parameter of lingbot_node (unknown: {unknown})')
     checked = {s.name: check_one(s.name, values.get(s.name, s.default)) for s in SPECS}
-    names, topics = checked['camera_names'], checked['camera_topics']
-    if names and len(names) != len(topics):
-        raise ParamError(f'camera_names={list(names)!r} is invalid: expected one name per '
-                         f'camera_topics entry ({len(topics)})')
+    topics = checked['camera_topics']
+    for name, what in (('camera_names', 'name'), ('depth_topics', 'topic')):
+        given = checked[name]
+        if given and len(given) != len(topics):
+            raise ParamError(f'{name}={list(given)!r} is invalid: expected one {what} per '
+                             f'camera_topics entry ({len(topics)})')
     resume = checked['resume_state']
     if resume and len(topics) > 1 and '{camera}' not in resume:
         raise ParamError(f'resume_state={resume!r} is invalid: expected a pattern with '

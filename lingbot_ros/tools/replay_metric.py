@@ -41,6 +41,7 @@ from typing import Callable, List, Optional, Sequence, Tuple
 from lingbot_ros.streaming.result import FrameResult
 from lingbot_ros.streaming.robot_frame import (PairedOdometry, parse_base_to_camera,
                                                read_base_trajectory)
+from lingbot_ros.streaming.scale.depth import depth_on_grid
 from lingbot_ros.streaming.scale.estimate import ScaleSource
 from lingbot_ros.streaming.scale.metric import MetricFrame
 from lingbot_ros.streaming.scale.offline import (fit_depth_offline, fit_odometry_offline,
@@ -245,24 +246,10 @@ class _DepthLoader:
         else:
             raise ValueError(f'--depth-images {path}: {raw.dtype} pixels: expected 16-bit '
                              'integers (--depth-units-per-metre) or 32-bit floats (metres)')
-        if metres.ndim != 2:
-            raise ValueError(f'--depth-images {path}: shape {metres.shape}: expected one '
-                             'channel')
-        from lingbot_ros.streaming.preprocess import plan_transform
         try:
-            plan = plan_transform(metres.shape, self._grid[1], self._patch)
+            return depth_on_grid(metres, self._grid, self._patch)
         except ValueError as exc:
             raise ValueError(f'--depth-images {path}: {exc}') from None
-        if plan.model_hw != self._grid:
-            raise ValueError(f'--depth-images {path}: {metres.shape[1]}x{metres.shape[0]} maps '
-                             f'to a {plan.model_hw[1]}x{plan.model_hw[0]} grid, the images to '
-                             f'{self._grid[1]}x{self._grid[0]}: register the depth to the '
-                             'colour images (same aspect ratio)')
-        import cv2
-        h, w = plan.resized_hw
-        resized = cv2.resize(metres, (w, h), interpolation=cv2.INTER_NEAREST)
-        top = plan.offset_xy[1]
-        return resized[top:top + self._grid[0]]
 
 
 def _read_depth(path: Path) -> np.ndarray:

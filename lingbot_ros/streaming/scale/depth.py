@@ -30,7 +30,7 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass
 import math
-from typing import Deque, NamedTuple, Optional
+from typing import Deque, NamedTuple, Optional, Tuple
 
 from lingbot_ros.streaming.scale.estimate import (ScaleEstimate, ScaleSource, ScaleState,
                                                   WindowFit, WindowScales)
@@ -131,6 +131,33 @@ def frame_depth_ratio(sensor_depth_m: np.ndarray, model_depth: np.ndarray,
     resid = s[inl] - math.exp(log_scale) * m[inl]
     return DepthRatio(log_scale=log_scale, sigma_log=float(np.std(logs[inl])) / math.sqrt(n),
                       inliers=n, valid=valid, residual_rms_m=float(np.sqrt(np.mean(resid ** 2))))
+
+
+def depth_on_grid(depth_m: np.ndarray, grid_hw: Tuple[int, int], patch_size: int) -> np.ndarray:
+    """
+    Resample a registered depth image (metres, ``[h, w]``) onto the model grid ``grid_hw``.
+
+    The colour frames' own resize and crop (:func:`~lingbot_ros.streaming.preprocess.
+    plan_transform`), with nearest-neighbour sampling so that a pixel without depth never
+    blends into its neighbours. A depth image whose aspect ratio gives another grid than
+    the colour image's is a ValueError that says so (register it to the colour image).
+    """
+    from lingbot_ros.streaming.preprocess import plan_transform  # torch: only when used
+    import cv2
+    metres = np.asarray(depth_m, dtype=np.float32)
+    if metres.ndim != 2:
+        raise ValueError(f'depth of shape {metres.shape}: expected one channel')
+    grid = (int(grid_hw[0]), int(grid_hw[1]))
+    plan = plan_transform(metres.shape, grid[1], patch_size)
+    if plan.model_hw != grid:
+        raise ValueError(f'a {metres.shape[1]}x{metres.shape[0]} depth image maps to a '
+                         f'{plan.model_hw[1]}x{plan.model_hw[0]} grid, the colour images to '
+                         f'{grid[1]}x{grid[0]}: register the depth to the colour images '
+                         '(same aspect ratio)')
+    h, w = plan.resized_hw
+    resized = cv2.resize(metres, (w, h), interpolation=cv2.INTER_NEAREST)
+    top = plan.offset_xy[1]
+    return resized[top:top + grid[0]]
 
 
 class _Frame(NamedTuple):
