@@ -18,7 +18,7 @@ Fail a `colcon test` run that ran nothing, or that silently left test files out.
 `colcon test-result` counts what pytest reported; a module-level skip under the
 launch_testing plugin once reported "1 test, 1 skipped" for the whole suite and exit 0.
 This reads the JUnit file and requires: no failures or errors, at least one test run,
-and every test/test_*.py file present with at least one collected test.
+and every test_*.py file under the test folder present with at least one collected test.
 Usage: python .ci/check_results.py build/lingbot_ros/pytest.xml test
 """
 
@@ -38,7 +38,7 @@ def main(junit: str, test_dir: str) -> int:
         files[name] += 1
         kind = next((c.tag for c in case if c.tag in ('failure', 'error', 'skipped')), 'passed')
         outcome[kind] += 1
-    expected = {p.stem for p in Path(test_dir).glob('test_*.py')}
+    expected = {p.stem for p in Path(test_dir).rglob('test_*.py')}
     missing = sorted(expected - set(files))
     print(f'check_results: {len(cases)} tests in {len(files)} files: '
           + ', '.join(f'{n} {k}' for k, n in sorted(outcome.items())))

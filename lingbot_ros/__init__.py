@@ -19,5 +19,5 @@ Layers, arrows pointing down only: ``ros`` -> ``streaming`` -> (``model``, ``cac
 ``tools`` (console entry points) may use any of them. ``model`` and ``cache`` never
 import each other, and only ``ros`` and ``tools`` import rclpy or ROS message types, so
 the model, the cache and a whole stream run and are tested without ROS. No import
-cycles; ``test/test_layers.py`` checks the import graph, lazy imports included.
+cycles; ``test/unit/test_layers.py`` checks the import graph, lazy imports included.
 """

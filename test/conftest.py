@@ -12,7 +12,14 @@
 # See the License for the specific language governing permissions and
 # limitations under the License.
 
-"""Shared test helpers: the repository root and a per-module DDS domain."""
+"""
+Shared test helpers: the repository root, a per-module DDS domain, child nodes, bags.
+
+The tests are sorted by kind: ``unit/`` (in one process, no DDS), ``ros/`` (rclpy nodes,
+processes over DDS, ``ros2 launch``, colcon: marked ``slow`` here) and ``gpu/`` (CUDA only,
+marked ``gpu``; they skip without it). Helpers they share live beside this file
+(``doubles.py``, ``oracles/``, ``synthetic_robot.py``) and are imported by name.
+"""
 
 import os
 from pathlib import Path
@@ -26,6 +33,14 @@ import numpy as np
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
+ROS_TESTS = Path(__file__).resolve().parent / 'ros'
+
+
+def pytest_collection_modifyitems(items: list) -> None:
+    """Mark every test under ``test/ros`` slow: each starts nodes or processes over DDS."""
+    for item in items:
+        if ROS_TESTS in Path(str(item.fspath)).resolve().parents:
+            item.add_marker(pytest.mark.slow)
 
 
 @pytest.fixture(scope='session')

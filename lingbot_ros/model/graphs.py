@@ -27,7 +27,7 @@ objects only. A call the caches cannot stage runs eagerly.
 
 Staged attention runs the same attention over a fixed view (FlashInfer in its graph
 mode, SDPA with a mask), equal to the eager forward within rounding;
-``test/test_graphs_gpu.py`` checks it on a GPU.
+``test/gpu/test_graphs_gpu.py`` checks it on a GPU.
 
 Memory: the captures of one runner share one graph pool (``pool``), so a second capture
 (depth on and off, say) reuses the first one's intermediate memory instead of holding a

@@ -21,7 +21,7 @@ working memory of one step fit the card, and which part to shrink when they do n
 Weights and KV pools are exact (the bytes the tensors hold); workspaces are the
 constants the code allocates; activations and graph pools follow the formulas below,
 checked against ``torch.cuda.max_memory_allocated`` on a GPU by
-``benchmarks/memory_table.py`` and ``test/test_memory_gpu.py`` (figures in
+``benchmarks/memory_table.py`` and ``test/gpu/test_memory_gpu.py`` (figures in
 ``docs/memory.md``).
 
 Two totals: ``total`` is what the device must hold at the worst moment (a window

@@ -19,7 +19,7 @@ Pillow resizes 8-bit images in fixed point: integer taps with 22 fractional bits
 and rounded in integer arithmetic. The same integers, multiplied as float64 matrices,
 are summed without rounding (every product is below 2^31 and every sum below 2^53), so
 a frame resampled here on the model's device equals the file path's Pillow resize
-exactly (``test/test_preprocess.py`` against the reference's fixtures).
+exactly (``test/unit/test_preprocess.py`` against the reference's fixtures).
 """
 
 from __future__ import annotations
