@@ -18,9 +18,8 @@ The blocks' pieces around attention, and the depth decoder, through ``torch.comp
 A frame of the release model is ~3,150 small kernels (float32 layer norms with their
 casts, residual adds, layer scales, GELU, RoPE), and at that count the GPU spends as
 much time between kernels as in many of them. Compiling what a block computes before
-and after attention (never the attention itself, which talks to the cache) fuses them:
-on the H200 1,394 kernels per frame and 36.6 ms steady instead of 44.0 (see
-``benchmarks/README.md``).
+and after attention (never the attention itself, which talks to the cache) fuses them
+into a few hundred, and the frame is then bound by the device (docs/performance.md).
 
 One compiled pair serves every block: the block comes in as an argument, so its
 weights are inputs and blocks of one shape share one compiled graph. Each distinct
@@ -89,9 +88,9 @@ def compile_depth_decoder(model: nn.Module, backend: Optional[str] = None) -> in
     Route the depth head's decoding through one compiled :func:`decode_chunk`.
 
     In half precision the eager decoder's resizes and bias adds run far below the memory
-    bandwidth (an H100 trace: 0.45 ms per frame in five channels-last bilinear resizes,
-    0.2 ms in bias adds that cannot vectorize, 0.1 ms adding a float32 position map to a
-    half one of another layout); compiled, they fuse into the kernels around them.
+    bandwidth (channels-last bilinear resizes, bias adds that cannot vectorize, a float32
+    position map added to a half one of another layout); compiled, they fuse into the
+    kernels around them.
     Returns the number of depth heads (0 or 1).
     """
     heads = [m for m in model.modules() if isinstance(m, DepthHead)]

@@ -15,18 +15,17 @@
 """
 The accumulated maps, built off the worker's critical path.
 
-Merging a keyframe into a voxel map costs a few milliseconds of numpy (about 4 ms at
-640x480 input with decimation 4); the GPU worker only hands the keyframe over (a bounded
-queue: when the map thread falls behind, the oldest waiting keyframe is skipped and
-counted, never the worker held up). One thread writes the clouds; readers (the publish
-timer, ``~/save_map``) take :meth:`MapThread.snapshot`, which copies under the camera's
-lock. A reset of a camera's session is queued in order with its keyframes, so points of
-the old map never land in the new one. The same thread keeps each camera's last keyframe
-images (JPEG, at most ``max_keyframe_images``) beside its map, so ``~/save_colmap`` can
-write a COLMAP model at any time. ``~/save_state`` copies a camera's voxels out through
-:meth:`MapThread.export`, queued in order with its keyframes like a reset; a resume puts
-them back with :meth:`MapThread.restore` before the thread runs. Nothing here imports
-rclpy.
+Merging a keyframe into a voxel map costs a few milliseconds of numpy; the GPU worker only
+hands the keyframe over (a bounded queue: when the map thread falls behind, the oldest
+waiting keyframe is skipped and counted, never the worker held up). One thread writes the
+clouds; readers (the publish timer, ``~/save_map``) take :meth:`MapThread.snapshot`, which
+copies under the camera's lock. A reset of a camera's session is queued in order with its
+keyframes, so points of the old map never land in the new one. The same thread keeps each
+camera's last keyframe images (JPEG, at most ``max_keyframe_images``) beside its map, so
+``~/save_colmap`` can write a COLMAP model at any time. ``~/save_state`` copies a camera's
+voxels out through :meth:`MapThread.export`, queued in order with its keyframes like a
+reset; a resume puts them back with :meth:`MapThread.restore` before the thread runs.
+Nothing here imports rclpy.
 """
 
 from __future__ import annotations

@@ -16,8 +16,8 @@
 ``~/path`` as serialized bytes, assembled from poses each serialized once.
 
 Publishing a ``nav_msgs/Path`` message makes rclpy convert every pose from Python, each
-time: 2,000 poses took 15-29 ms on the H200's host, all of it holding the GIL, so the
-worker's step stalled behind every path (its p99 rose with the path's length). Here each
+time, all of it holding the GIL: the worker's step stalled behind every path (its p99 rose
+with the path's length). Here each
 pose is serialized once, by rclpy, when it is added; a path is rclpy's serialization of a
 Path holding only its first pose, with the sequence length raised to the full count,
 followed by the other poses' own serializations less their 4-byte encapsulation header.

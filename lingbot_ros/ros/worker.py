@@ -93,10 +93,9 @@ class FrameQueue:
         Let a worker blocked in :meth:`get` take the GIL at once (after a callback's put).
 
         Otherwise the callback's thread keeps the GIL through the executor's next turn of
-        its wait set (rclpy's Python) while the woken worker waits for it: the
-        ``queue_wait`` stage, 0.5-0.7 ms p50 at 15 Hz on the 2-core machine, 0.2-0.3 with
-        this. A busy worker is left alone: the callback's thread then has no one to yield to
-        and goes straight back to the executor.
+        its wait set (rclpy's Python) while the woken worker waits for it, which adds to
+        the ``queue_wait`` stage. A busy worker is left alone: the callback's thread then has
+        no one to yield to and goes straight back to the executor.
         """
         with self._cond:
             waiting = self._waiting > 0

@@ -45,8 +45,7 @@ from lingbot_ros.streaming.state import identity_of, random_weights_digest, Stat
 import numpy as np
 import torch
 
-KERNEL_BUILD_S = 82.0  # FlashInfer's first build on an H200 (device/README.md, 2026-12-01)
-KERNEL_LOAD_S = 10.0   # longer than this, the warm-up compiled (loading took 0.2-1.7 s)
+KERNEL_LOAD_S = 10.0   # a warm-up longer than this built kernels (loading built ones takes ~1 s)
 
 
 def allocator_settings(text: str) -> bool:
@@ -95,7 +94,7 @@ def _resolve_backend(name: Union[AttentionBackend, str], device: torch.device,
     FlashInfer compiles its kernel here (configure time) rather than on the first
     frame, for the cache's storage dtype ``kv_dtype`` (default ``dtype``); if that
     fails, ``auto`` falls back to SDPA and says why. A machine that never built them
-    compiles them now (about 80 s on an H200, once): ``progress`` is told before and after.
+    compiles them now (a minute or two, once): ``progress`` is told before and after.
     """
     from lingbot_ros.cache.backends import (flashinfer_kernel_dir, flashinfer_kernels_built,
                                             resolve_backend, warm_up_flashinfer)
@@ -112,7 +111,7 @@ def _resolve_backend(name: Union[AttentionBackend, str], device: torch.device,
         before, t0 = flashinfer_kernels_built(), time.monotonic()
         if not before:
             progress(f'building FlashInfer attention kernels (the first start on this machine '
-                     f'compiles them once, about {KERNEL_BUILD_S:.0f} s on an H200; cached in '
+                     f'compiles them once, a minute or two; cached in '
                      f'{flashinfer_kernel_dir()}; lingbot-ros-prepare builds them ahead)')
         try:
             warm_up_flashinfer(device, agg.num_heads, agg.head_dim, dtype, kv_dtype)

@@ -254,8 +254,7 @@ def percentile_linear(values: np.ndarray, q: float) -> float:
     lo = int(math.floor(pos))
     hi = min(lo + 1, n - 1)
     # one order statistic by partition, the next as the least of what follows it: numpy's
-    # partition around two at once costs seven times as much (130 against 19 us for a
-    # frame's 12,700 confidences on the 2-core machine)
+    # partition around two at once costs several times as much
     part = np.partition(values.reshape(-1), lo)
     a = part[lo]
     b = part[lo + 1:].min() if hi != lo else a
