@@ -29,12 +29,11 @@ from __future__ import annotations
 
 from datetime import datetime
 from pathlib import Path
-import threading
 from typing import Any, Callable, List, Optional, Protocol, Sequence, Tuple
 
 from lingbot_ros.ros.camera import CameraStream
 from lingbot_ros.ros.map_thread import MapThread, save_colmap
-from lingbot_ros.ros.state_service import save_state
+from lingbot_ros.ros.state_service import save_state, wait_for_worker
 from lingbot_ros.ros.worker import Worker
 from lingbot_ros.streaming.parameters import Params
 from lingbot_ros.streaming.ply import write_ply
@@ -43,7 +42,6 @@ import numpy as np
 from rclpy.callback_groups import CallbackGroup
 from rclpy.clock import Clock
 from rclpy.executors import Executor
-from rclpy.task import Future
 from std_srvs.srv import Trigger
 
 RESET_WAIT_S = 60.0        # ~/reset answers 'still waiting' after this long
@@ -121,20 +119,9 @@ class Services:
         if worker is None:
             response.success, response.message = False, 'not configured: nothing to reset'
             return response
-        future = Future(executor=node.executor)
-        future.add_done_callback(lambda _: None)  # a done callback wakes the executor
-        lock = threading.Lock()
-
-        def finish(done: bool) -> None:
-            with lock:
-                if not future.done():
-                    future.set_result(done)
-        timer = node.create_timer(RESET_WAIT_S, lambda: finish(False),
-                                  callback_group=self._group, clock=node.steady_clock)
-        worker.request_reset(on_done=lambda: finish(True))
-        done = await future
-        node.destroy_timer(timer)
-        response.success = bool(done)
+        done = await wait_for_worker(node, self._group, RESET_WAIT_S,
+                                     lambda finished: worker.request_reset(on_done=finished))
+        response.success = done
         response.message = (f'reset {len(node.cameras)} session(s): the next frames start a '
                             'new map' if done else
                             f'reset still pending after {RESET_WAIT_S:.0f} s (the worker is '

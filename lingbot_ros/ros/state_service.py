@@ -40,7 +40,7 @@ from concurrent.futures import Future as ThreadFuture, TimeoutError as ThreadTim
 import dataclasses
 from pathlib import Path
 import threading
-from typing import Any, List, Optional, Tuple
+from typing import Any, Callable, List, Optional, Tuple
 
 from lingbot_ros.ros.camera import CameraStream
 from lingbot_ros.ros.map_thread import MapThread
@@ -118,6 +118,31 @@ def write_all(folder: Path, taken: List[_Captured],
     return written, failed
 
 
+async def wait_for_worker(node: Any, group: Any, wait_s: float,
+                          start: Callable[[Callable[[], None]], None]) -> bool:
+    """
+    Wait, without holding a thread, for work the worker does between frames.
+
+    ``start`` hands the worker a callback to call once the work is done; the coroutine
+    resumes then (True) or after ``wait_s`` (False: the worker is still inside a step).
+    The executor goes on running image callbacks and diagnostics meanwhile.
+    """
+    future = Future(executor=node.executor)
+    future.add_done_callback(lambda _: None)  # a done callback wakes the executor
+    lock = threading.Lock()
+
+    def finish(done: bool) -> None:
+        with lock:
+            if not future.done():
+                future.set_result(done)
+    timer = node.create_timer(wait_s, lambda: finish(False), callback_group=group,
+                              clock=node.steady_clock)
+    start(lambda: finish(True))
+    done = await future
+    node.destroy_timer(timer)
+    return bool(done)
+
+
 async def save_state(node: Any, group: Any, response: Any) -> Any:
     """
     Answer ``~/save_state`` (see the module docstring); never blocks the worker on disk.
@@ -135,19 +160,8 @@ async def save_state(node: Any, group: Any, response: Any) -> Any:
         return response
     maps = node.maps
     job = worker.run_between_frames(lambda: capture_all(worker, maps, identity))
-    future = Future(executor=node.executor)
-    future.add_done_callback(lambda _: None)  # a done callback wakes the executor
-    lock = threading.Lock()
-
-    def finish(done: bool) -> None:
-        with lock:
-            if not future.done():
-                future.set_result(done)
-    timer = node.create_timer(SAVE_WAIT_S, lambda: finish(False), callback_group=group,
-                              clock=node.steady_clock)
-    job.add_done_callback(lambda _: finish(True))
-    done = await future
-    node.destroy_timer(timer)
+    done = await wait_for_worker(node, group, SAVE_WAIT_S,
+                                 lambda finished: job.add_done_callback(lambda _: finished()))
     if not done:
         response.success = False
         response.message = (f'save still pending after {SAVE_WAIT_S:.0f} s (the worker is '

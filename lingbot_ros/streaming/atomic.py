@@ -97,19 +97,8 @@ def atomic_file(path: PathLike) -> Iterator[BinaryIO]:
 
     On an exception the temporary is removed and ``path`` is left as it was.
     """
-    path = Path(path)
-    remove_stale(path.parent)
-    temp = temp_path(path)
-    try:
-        with open(temp, 'xb') as fh:
-            yield fh
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(temp, path)
-    except BaseException:
-        _remove(temp)
-        raise
-    _fsync(path.parent, directory=True)
+    with atomic_path(path) as temp, open(temp, 'xb') as fh:
+        yield fh
 
 
 @contextmanager
