@@ -22,132 +22,27 @@ path; the no-trace tests run the real model with the fixtures' weights.
 
 import dataclasses
 import json
-import math
 from pathlib import Path
 
 from lingbot_ros.cache.overflow import CacheOverflow
-from lingbot_ros.model.config import ConfigError, ModelConfig
-from lingbot_ros.model.network import ModelOutput
+from lingbot_ros.model.config import ConfigError
 from lingbot_ros.streaming.caches import paged_cache_factory
 from lingbot_ros.streaming.call_stats import CacheDecision
 from lingbot_ros.streaming.config import EngineConfig, StreamConfig
 from lingbot_ros.streaming.engine import Engine, EngineError
 from lingbot_ros.streaming.result import FrameType
-from lingbot_ros.streaming.session import FrameRejected, Prepared, Session, SessionContext
+from lingbot_ros.streaming.session import FrameRejected, Session
 from lingbot_ros.streaming.trajectory import (invert_rigid, matrix_to_quat, pose_enc_to_matrix,
                                               quat_to_matrix, read_tum, write_tum)
 from lingbot_ros.streaming.windows import align_overlap, lower_median
 import numpy as np
 from oracles.dense_cache import dense_cache_factory
 import pytest
+from session_doubles import (FakeModel, feed as _feed, frame as _frame, H, rot as _rot,
+                             session as _session, W, world as _world)
 import torch
 
 DATA = Path(__file__).resolve().parents[1] / 'data' / 'parity'
-H, W = 28, 42  # 2 x 3 patches
-
-
-def _rot(axis_angle):
-    v = np.asarray(axis_angle, dtype=np.float64)
-    theta = np.linalg.norm(v)
-    if theta == 0:
-        return np.eye(3)
-    q = np.concatenate([v / theta * math.sin(theta / 2), [math.cos(theta / 2)]])
-    return quat_to_matrix(q)
-
-
-class FakeModel:
-    """
-    Attends through the caches like the real model; optionally plays a known camera path.
-
-    Frame identity is encoded in pixel (0, 0) of channel 0 (``id / 255``). With a
-    ``world`` (id -> (R, c, depth)) the pose is the frame's camera expressed in the
-    gauge of the first frame of the current window, scaled by that frame's depth, the
-    way a real model's windows differ; otherwise the pose is a function of the cached
-    context, so anything left in a cache changes later outputs.
-    """
-
-    def __init__(self, world=None, fail_on=(), nan_on=(), layers=2, trunk=2, iters=2):
-        self.world, self.fail_on, self.nan_on = world, set(fail_on), set(nan_on)
-        self.layers, self.trunk, self.iters = layers, trunk, iters
-        self.calls = []
-        self.gauge = None
-
-    def config(self, max_frame_num=1024):
-        tiny = ModelConfig.preset('tiny')
-        return dataclasses.replace(
-            tiny, camera_head=dataclasses.replace(tiny.camera_head, trunk_depth=self.trunk,
-                                                  iterations=self.iters),
-            aggregator=dataclasses.replace(tiny.aggregator, max_frame_num=max_frame_num,
-                                           depth=max(self.layers, 5)))
-
-    def __call__(self, images, *, time_index, first_frame, scale_frames, global_cache,
-                 camera_cache, with_depth, camera_iterations=0):
-        ids = [int(round(float(x) * 255)) for x in images[:, 0, 0, 0]]
-        self.calls.append({'ids': ids, 'time': time_index, 'first': first_frame,
-                           'scale': scale_frames})
-        if set(ids) & self.fail_on:
-            raise RuntimeError('injected failure')
-        s = images.shape[0]
-        grid = torch.nn.functional.avg_pool2d(images.mean(1, keepdim=True), 14).flatten(1)
-        tokens = torch.cat([torch.full((s, 6), 0.5), grid], dim=1)  # [S, P]
-        p = tokens.shape[1]
-        # tiny's shapes: 2 global heads of 16; the camera head has 4 heads of 16
-        x = tokens.reshape(1, 1, s * p, 1) * torch.linspace(-1.0, 2.0, 32).view(1, 2, 1, 16)
-        x = x + 0.01 * time_index
-        for layer in range(self.layers):
-            x = x + global_cache.attend(layer, x, x, x)
-        cam = x.view(1, 2, s, p, 16)[:, :, :, 0].repeat(1, 2, 1, 1)
-        for it in range(camera_iterations or self.iters):
-            for b in range(self.trunk):
-                cam = cam + 0.5 * camera_cache.attend(it * self.trunk + b, cam, cam, cam)
-        cam = cam[0, 0, :, :4]  # [S, 4]
-        enc = torch.zeros(s, 9)
-        depth = torch.ones(s, images.shape[2], images.shape[3], 1)
-        if self.world is None:
-            enc[:, :3] = cam[:, :3]
-            enc[:, 3:7] = torch.tensor([0.0, 0.0, 0.0, 1.0]) + 0.1 * cam[:, [3, 2, 1, 0]]
-        else:
-            if first_frame:
-                self.gauge = ids[0]
-            rg, cg, dg = self.world[self.gauge]
-            for j, i in enumerate(ids):
-                ri, ci, di = self.world[i]
-                enc[j, :3] = torch.from_numpy((rg.T @ (ci - cg)) / dg)
-                enc[j, 3:7] = torch.from_numpy(matrix_to_quat(rg.T @ ri))
-                depth[j] = di / dg
-        enc[:, 7:] = 1.0
-        if set(ids) & self.nan_on:
-            enc[:, 0] = float('nan')
-        return ModelOutput(pose_enc=enc, pose_enc_iters=enc[:, None].repeat(1, 2, 1),
-                           depth=depth if with_depth else None,
-                           depth_conf=depth[..., 0] + 1 if with_depth else None,
-                           camera_tokens=cam[:, None].repeat(1, 4, 1))
-
-
-def _prepare(image_rgb, cfg):
-    t = torch.from_numpy(image_rgb).permute(2, 0, 1).float() / 255
-    return Prepared(image=t, model_to_input=np.eye(3), input_hw=image_rgb.shape[:2])
-
-
-def _session(model, max_frame_num=1024, factory=dense_cache_factory, **stream):
-    ctx = SessionContext(model=model, model_config=model.config(max_frame_num),
-                         device=torch.device('cpu'), dtype=torch.float32, backend='sdpa',
-                         cache_factory=factory, prepare=_prepare)
-    return Session(ctx, 'cam', StreamConfig(**stream))
-
-
-def _frame(i, seed=0):
-    rng = np.random.default_rng(1000 * seed + i)
-    img = rng.integers(0, 256, (H, W, 3), dtype=np.uint8)
-    img[0, 0, 0] = i
-    return img
-
-
-def _feed(session, ids, stamp0=0):
-    out = []
-    for i in ids:
-        out += session.step(_frame(i), stamp0 + i * 1000)
-    return out
 
 
 # --- phases and the time index ----------------------------------------------------------
@@ -294,12 +189,6 @@ def test_size_change_is_refused_without_corrupting_state():
 
 
 # --- windows ------------------------------------------------------------------------------
-
-def _world(n):
-    rng = np.random.default_rng(7)
-    return {i: (_rot(rng.normal(0, 0.3, 3)), rng.normal(0, 2, 3), float(rng.uniform(1, 3)))
-            for i in range(n)}
-
 
 @pytest.mark.parametrize('with_depth', [True, False])
 def test_windows_bound_the_time_index_and_stay_in_one_frame(with_depth):
@@ -513,103 +402,3 @@ def test_flow_mode_decides_from_the_reference_flow(fixture_engine, fixture_image
         assert is_kf[i] == decide, i
         last_kf = i if decide else last_kf
     assert 0 < (~is_kf).sum() and is_kf[3:].sum() > 1
-
-
-# --- frames launched ahead (submit / drain, run's pipelining) -----------------------------
-
-def _submit(session, ids, stamp0=0):
-    out = []
-    for i in ids:
-        out += session.submit(_frame(i), stamp0 + i * 1000)
-    return out
-
-
-@pytest.mark.parametrize('factory', [dense_cache_factory, paged_cache_factory])
-def test_submitted_frames_equal_stepped_ones_across_windows_and_rollbacks(factory):
-    """Same calls, same outputs, same counters; only when each result is handed out differs."""
-    world = _world(30)
-    kw = {'max_frame_num': 9, 'factory': factory, 'scale_frames': 3, 'keyframe_interval': 2,
-          'sliding_window': 2}
-    stepped_model, ahead_model = FakeModel(world=world), FakeModel(world=world)
-    stepped = _session(stepped_model, **kw)
-    ahead = _session(ahead_model, **kw)
-    ref = _feed(stepped, range(30))
-    got, held = [], []
-    for i in range(30):
-        new = ahead.submit(_frame(i), i * 1000)
-        held.append(ahead.in_flight)
-        got += new
-    got += ahead.drain()
-    assert not ahead.in_flight and ahead.drain() == []
-    assert ahead_model.calls == stepped_model.calls  # windows re-seeded at the same frames
-    assert [r.stamp_ns for r in got] == [r.stamp_ns for r in ref]
-    assert [r.index for r in got] == list(range(30))
-    for x, y in zip(got, ref):
-        assert x.frame_type == y.frame_type and x.window_index == y.window_index
-        np.testing.assert_array_equal(x.pose_c2w, y.pose_c2w)
-        np.testing.assert_array_equal(x.depth, y.depth)
-    assert ahead.stats() == stepped.stats()
-    assert [p for _, p in ahead.trajectory][-1].tolist() == ref[-1].pose_c2w.tolist()
-    # every streamed frame ran ahead, also those that opened a window (after the one
-    # before them landed: its keys may seed it)
-    assert held == [False] * 3 + [True] * 27 and stepped.window_index >= 2
-
-
-def test_flow_mode_frames_are_not_left_in_flight():
-    s = _session(FakeModel(), scale_frames=2, keyframe_mode='flow', flow_threshold_px=1.0)
-    for i in range(6):
-        assert len(s.submit(_frame(i), i)) == (0 if i == 0 else 2 if i == 1 else 1)
-        assert not s.in_flight
-
-
-def test_non_finite_rolled_back_frame_found_at_landing_costs_only_itself():
-    ref = _feed(_session(FakeModel(), scale_frames=2, keyframe_interval=2), range(6))
-    s = _session(FakeModel(nan_on={3}), scale_frames=2, keyframe_interval=2)
-    out = _submit(s, [0, 1, 2, 3])  # 3 is not a keyframe: rolled back at its launch
-    with pytest.raises(FrameRejected, match='stamp 3000') as caught:
-        s.submit(_frame(4), 4000)
-    assert caught.value.frames == 1
-    assert s.in_flight  # frame 4 never saw frame 3 and goes on
-    out += _submit(s, [5]) + s.drain()
-    assert [r.stamp_ns for r in out] == [0, 1000, 2000, 4000, 5000]
-    for x, y in zip(out[-2:], ref[-2:]):  # as if 3 had been an ordinary rolled-back frame
-        np.testing.assert_array_equal(x.pose_enc, y.pose_enc)
-    assert s.window_index == 0
-
-
-def test_non_finite_kept_frame_found_at_landing_drops_the_next_and_reseeds():
-    model = FakeModel(nan_on={3})
-    s = _session(model, scale_frames=2)
-    out = _submit(s, [0, 1, 2, 3])  # 3 is a keyframe, committed at its launch
-    with pytest.raises(FrameRejected, match='stamp 3000.*stamp 4000.*re-seeded') as caught:
-        s.submit(_frame(4), 4000)
-    assert caught.value.frames == 2 and not s.in_flight
-    out += _submit(s, [5, 6]) + s.drain()
-    assert [r.stamp_ns for r in out] == [0, 1000, 2000, 5000, 6000]
-    assert s.window_index == 1 and all(np.isfinite(r.pose_enc).all() for r in out)
-    reseed = [c for c in model.calls if c['first']][-1]
-    assert reseed['ids'] == [1, 2] and reseed['scale']  # the last landed keyframes
-
-
-def test_a_frame_landed_before_a_failure_is_handed_out_by_the_next_call():
-    model = FakeModel(fail_on={4})
-    s = _session(model, scale_frames=2, keyframe_interval=1, max_frame_num=4)
-    out = _submit(s, [0, 1, 2, 3])  # 3 fills the window: 4 must open a new one first
-    assert s.in_flight
-    with pytest.raises(RuntimeError, match='injected'):
-        s.submit(_frame(4), 4000)  # 3 landed (its keys seed the window), then 4 failed
-    assert not s.in_flight
-    out += s.submit(_frame(5), 5000) + s.drain()
-    assert [r.stamp_ns for r in out] == [0, 1000, 2000, 3000, 5000]
-
-
-def test_a_non_finite_frame_landing_before_a_window_opens_counts_the_frame_it_held_up():
-    model = FakeModel(nan_on={3})
-    s = _session(model, scale_frames=2, max_frame_num=4)
-    out = _submit(s, [0, 1, 2, 3])  # 3 (kept) fills the window, still in flight
-    with pytest.raises(FrameRejected, match='stamp 3000.*came after it') as caught:
-        s.submit(_frame(4), 4000)  # 3 must land before the window opens: 4 goes with it
-    assert caught.value.frames == 2 and not s.in_flight
-    out += _submit(s, [5, 6]) + s.drain()
-    assert [r.stamp_ns for r in out] == [0, 1000, 2000, 5000, 6000]
-    assert s.window_index == 1 and all(np.isfinite(r.pose_enc).all() for r in out)
