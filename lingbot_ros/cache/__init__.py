@@ -21,7 +21,7 @@ its transaction (:class:`PagedStreamCache`: ``begin`` -> ``attend`` -> ``commit`
 (:class:`AttentionBackend`), the layout and its pool-size formula (:class:`StreamLayout`,
 :func:`aggregator_layout`, :func:`camera_head_layout`), the typed overflow
 (:class:`CacheOverflow`) and :class:`CacheStats`. May import torch, numpy and FlashInfer
-(optional, lazily); never ``lingbot_ros.model``, ``streaming``, ``ros`` or ``tools``.
+(optional, lazily); never the ``model`` package, ``streaming``, ``ros`` or ``tools``.
 """
 
 from importlib import import_module

@@ -22,6 +22,6 @@ streaming frame and the ``torch.compile`` pieces.
 
 It sees a KV cache only through :class:`~.cached_attention.CachedAttention` (and
 :class:`~.graphs.StagedAttention` inside a graph), which the streaming layer fills. May
-import torch, safetensors and huggingface_hub; never ``lingbot_ros.cache``,
+import torch, safetensors and huggingface_hub; never the ``cache`` package,
 ``streaming``, ``ros`` or ``tools``.
 """
