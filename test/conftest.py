@@ -99,6 +99,16 @@ def stop_group(proc: subprocess.Popen, wait: float = 20.0) -> None:
         proc.wait(5)
 
 
+def stop_groups(procs, wait: float = 20.0) -> None:
+    """Ctrl-C every child's process group at once, then wait for each (SIGKILL what outlives)."""
+    procs = list(procs)
+    for proc in procs:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGINT)
+    for proc in procs:
+        stop_group(proc, wait)
+
+
 def installed_share() -> Optional[Path]:
     """Return the share directory of an installed lingbot_ros (colcon), or None."""
     try:

@@ -28,7 +28,7 @@ import signal
 import subprocess
 import time
 
-from conftest import dds_domain, dds_env, node_executable, TINY_NODE_YAML
+from conftest import dds_domain, dds_env, node_executable, stop_groups, TINY_NODE_YAML
 import cv2
 from diagnostic_msgs.msg import DiagnosticArray
 from geometry_msgs.msg import PoseStamped
@@ -127,14 +127,7 @@ def rig(tmp_path_factory):
             print(n, f.read())
     assert ok, 'the nodes did not come up'
     yield rig
-    for p in procs.values():
-        if p.poll() is None:
-            os.killpg(p.pid, signal.SIGINT)
-    for p in procs.values():
-        try:
-            p.wait(20)
-        except subprocess.TimeoutExpired:
-            os.killpg(p.pid, signal.SIGKILL)
+    stop_groups(procs.values())
     probe.close()
     for f in logs.values():
         f.close()

@@ -28,10 +28,9 @@ the source is unavailable and publishes in model units as before.
 
 import os
 from pathlib import Path
-import signal
 import subprocess
 
-from conftest import dds_domain, dds_env, node_executable, TINY_NODE_YAML
+from conftest import dds_domain, dds_env, node_executable, stop_groups, TINY_NODE_YAML
 from diagnostic_msgs.msg import DiagnosticArray
 from geometry_msgs.msg import PoseStamped
 from lingbot_ros.ros.probe import Probe, status_of
@@ -120,14 +119,7 @@ def rig(tmp_path_factory):
         _print_logs(rig)
     assert ok, 'the nodes did not come up'
     yield rig
-    for p in procs.values():
-        if p.poll() is None:
-            os.killpg(p.pid, signal.SIGINT)
-    for p in procs.values():
-        try:
-            p.wait(20)
-        except subprocess.TimeoutExpired:
-            os.killpg(p.pid, signal.SIGKILL)
+    stop_groups(procs.values())
     probe.close()
     for f in logs.values():
         f.close()
