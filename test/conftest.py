@@ -29,10 +29,17 @@ import subprocess
 import sys
 from typing import Optional
 
+from hypothesis import settings
 import numpy as np
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
+
+# CI (``HYPOTHESIS_PROFILE=ci``, set by .ci/run) draws the same examples on every run, so a red
+# CI means a change broke a property; a plain ``pytest`` draws fresh examples each time and is
+# where a marginal case gets found.
+settings.register_profile('ci', derandomize=True, database=None, print_blob=True)
+settings.load_profile(os.environ.get('HYPOTHESIS_PROFILE', 'default'))
 ROS_TESTS = Path(__file__).resolve().parent / 'ros'
 
 
