@@ -244,9 +244,9 @@ class LingbotNode(OurParameters, LifecycleNode):
             phases.mark('model', getattr(engine, 'load_phases', None))
             names = camera_names(params)
             if engine.device.type == 'cuda':
-                warm_up(engine, stream_cfg, len(names), self._configure_progress,
-                        self.get_logger().warning)
-                phases.mark('warm-up')
+                parts = warm_up(engine, stream_cfg, len(names), self._configure_progress,
+                                self.get_logger().warning)
+                phases.mark('warm-up', parts)
             sessions = [engine.new_session(n, stream_cfg) for n in names]
             phases.mark('sessions')
             resumed = resume_sessions(engine, sessions, names, params, log)  # before frame 1

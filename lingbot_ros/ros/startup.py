@@ -84,24 +84,26 @@ class Phases:
 
 
 def warm_up(engine: Any, stream_cfg: Any, cameras: int, say: Callable[[str], None],
-            warn: Callable[[str], None]) -> None:
+            warn: Callable[[str], None]) -> dict:
     """
     Run the cameras' first frames' one-off work at configure, not while their frames pile up.
 
     For a nominal camera: compiling (``torch_compile``), allocating the KV pools and
     capturing the CUDA graphs, which each camera's session of that size then takes over.
     ``say`` puts a line in the log and ``/diagnostics``; a failure only warns: the cameras
-    then do the same work at their first frames.
+    then do the same work at their first frames. Return the seconds by part (the start-up
+    phase's breakdown; empty after a failure).
     """
     size = f'{NOMINAL_INPUT_HW[1]}x{NOMINAL_INPUT_HW[0]}'
     what = 'compiling the blocks, ' if engine.compiled_blocks else ''
     say(f'warm-up: {what}KV pools and CUDA graphs for {cameras} {size} camera(s) (compiling '
         'takes tens of seconds the first time on a machine, seconds once cached)')
     try:
-        seconds = engine.warm_up(stream_cfg, NOMINAL_INPUT_HW, cameras=cameras)
+        times = engine.warm_up(stream_cfg, NOMINAL_INPUT_HW, cameras=cameras)
     except Exception as exc:  # noqa: BLE001 (the cameras then do it at their first frames)
         warn(f'warm-up failed ({type(exc).__name__}: {exc}); each camera compiles and '
              'captures at its first frames instead')
-        return
-    say(f'warm-up at {size} took {seconds:.1f} s; a camera of another size compiles and '
-        'captures at its first frames')
+        return {}
+    say(f'warm-up at {size} took {times.total_s:.1f} s ({times.text()}); a camera of another '
+        'size compiles and captures at its first frames')
+    return times.by_part()

@@ -24,10 +24,10 @@ loaded).
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 import time
-from typing import Any, Callable, Optional, Union
+from typing import Any, Callable, Dict, Optional, Tuple, Union
 
 from lingbot_ros.cache.backend_choice import AttentionBackend
 from lingbot_ros.model.config import ConfigError, ModelConfig
@@ -73,6 +73,36 @@ def use_expandable_segments() -> bool:
 
 class EngineError(RuntimeError):
     """The engine cannot start: a missing file, a config/checkpoint mismatch, no device."""
+
+
+@dataclass(frozen=True)
+class WarmUpTimes:
+    """
+    Where a warm-up's seconds went, part by part, in the order they ran.
+
+    A part is one step of a throwaway stream: its scale call (compiling the scale-call
+    shapes), its first streaming frame with depth (compiling a streaming frame and the
+    depth decoder, capturing the graph), the first without depth (another capture) and the
+    frames after each (what a frame costs once all that is done). The first camera's
+    stream compiles; the others only allocate and capture.
+    """
+
+    parts: Tuple[Tuple[str, float], ...]
+
+    @property
+    def total_s(self) -> float:
+        return sum(seconds for _, seconds in self.parts)
+
+    def by_part(self) -> Dict[str, float]:
+        """Return seconds by part name (parts of one name, over the cameras, summed)."""
+        out: Dict[str, float] = {}
+        for name, seconds in self.parts:
+            out[name] = out.get(name, 0.0) + seconds
+        return out
+
+    def text(self) -> str:
+        """Say e.g. 'scale call 6.1 s, first frame with depth 3.2 s, ...'."""
+        return ', '.join(f'{name} {seconds:.1f} s' for name, seconds in self.by_part().items())
 
 
 def _resolve_device(name: str) -> torch.device:
@@ -336,9 +366,9 @@ class Engine:
         return Session(self.context(), name, cfg)
 
     def warm_up(self, cfg: StreamConfig, input_hw: tuple, streaming_frames: int = 2,
-                cameras: int = 1) -> float:
+                cameras: int = 1) -> WarmUpTimes:
         """
-        Run throwaway streams of synthetic ``input_hw`` frames; return the seconds it took.
+        Run throwaway streams of synthetic ``input_hw`` frames; return where the time went.
 
         What a model compiles at its first call of a shape (``torch_compile``: the scale
         call and a streaming frame at that input size) then happens here, before a camera
@@ -350,10 +380,16 @@ class Engine:
         first frames neither allocate nor capture. A camera of another size compiles and
         captures at its own first frames.
         """
-        t = time.monotonic()
         texture = np.random.default_rng(0).integers(0, 256, (*input_hw, 3), dtype=np.uint8)
         frames = iter(range(1, 1 << 30))
+        parts: list = []
+
+        def timed(name: str, session: Session, image: np.ndarray) -> None:
+            t = time.monotonic()
+            session.step(image, next(frames))  # lands the frame: the device is done with it
+            parts.append((name, time.monotonic() - t))
         for n in range(max(1, cameras)):
+            later = '' if n == 0 else 'cameras after the first: '
             made: list = []
 
             def allocate(spec: CacheSpec) -> tuple:
@@ -363,16 +399,20 @@ class Engine:
             session = Session(replace(self.context(), cache_factory=allocate), f'warm-up {n}',
                               cfg.replace(with_depth=True))
             for i in range(cfg.scale_frames + streaming_frames):
-                session.step(np.roll(texture, 7 * i, axis=1), next(frames))
+                k = i - cfg.scale_frames  # streaming frame k; the scale call lands at k = -1
+                name = ('scale call' if k < 0 else 'first frame with depth' if k == 0
+                        else 'later frames with depth')
+                timed(later + name, session, np.roll(texture, 7 * i, axis=1))
             session.update(session.config.replace(with_depth=False))
             for i in range(streaming_frames):
-                session.step(np.roll(texture, -7 * i, axis=1), next(frames))
+                name = 'first frame without depth' if i == 0 else 'later frames without depth'
+                timed(later + name, session, np.roll(texture, -7 * i, axis=1))
             del session
             if made:
                 self.cache_factory.keep(*made[-1])
         if self.device.type == 'cuda':
             torch.cuda.empty_cache()  # the streams' activations go back before the cameras'
-        return time.monotonic() - t
+        return WarmUpTimes(tuple(parts))
 
     def _prepare(self, image_rgb: np.ndarray, cfg: StreamConfig) -> Prepared:
         """Resize/crop a live frame on the model's device, as the reference's crop mode."""

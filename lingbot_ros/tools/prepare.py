@@ -88,9 +88,9 @@ def main(argv: Optional[list] = None) -> int:
         if not engine.compiled_blocks:
             print(f'torch_compile: {engine.compile_status}; nothing to compile')
             return 0
-        seconds = engine.warm_up(stream_cfg, hw)
+        times = engine.warm_up(stream_cfg, hw)
         print(f'torch_compile: the blocks compiled for a {hw[1]}x{hw[0]} camera in '
-              f'{seconds:.1f} s')
+              f'{times.total_s:.1f} s ({times.text()})')
     return 0
 
 

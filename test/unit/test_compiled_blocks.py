@@ -98,8 +98,16 @@ def test_warm_up_runs_a_throwaway_stream_and_leaves_the_cameras_untouched():
     engine = Engine.load(EngineConfig(device='cpu'))
     cfg = StreamConfig(scale_frames=2, sliding_window=4, image_size=56).validate()
     camera = engine.new_session('cam', cfg)
-    seconds = engine.warm_up(cfg, (48, 64))
-    assert seconds > 0
+    times = engine.warm_up(cfg, (48, 64), cameras=2)
+    assert times.total_s > 0
+    # each part of each camera's stream is timed: the scale call (its 2 frames), 2 frames
+    # with depth, 2 without; the second camera's under its own names
+    names = [name for name, _ in times.parts]
+    first = ['scale call'] * 2 + ['first frame with depth', 'later frames with depth',
+                                  'first frame without depth', 'later frames without depth']
+    assert names == first + ['cameras after the first: ' + n for n in first]
+    assert times.by_part()['scale call'] == sum(s for n, s in times.parts if n == 'scale call')
+    assert 'first frame with depth' in times.text()
     assert camera.frames_seen == 0 and camera.stats().frames == 0
     frames = [np.random.default_rng(i).integers(0, 256, (48, 64, 3), dtype=np.uint8)
               for i in range(3)]
