@@ -249,7 +249,7 @@ def write_state(path: PathLike, identity: StateIdentity, settings: StreamSetting
                 state: SessionState, voxels: Optional[MapVoxels] = None,
                 scale: Optional[SavedScale] = None,
                 track: Optional[PublishedTrack] = None) -> int:
-    """Write ``state`` and the optional parts to ``path``, whole or not at all; return its bytes."""
+    """Write ``state`` and the optional parts to ``path``, whole or not at all; return the size."""
     from safetensors.torch import save_file
     tensors, header = _encode(identity, settings, state, voxels, scale, track)
     metadata = {'format': FORMAT_NAME, 'version': str(FORMAT_VERSION),

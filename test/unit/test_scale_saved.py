@@ -79,8 +79,8 @@ def assert_same_metric(ref: MetricFrame, got: MetricFrame, pose: np.ndarray, w: 
 @settings(max_examples=20, deadline=None)
 @given(seeds, st.floats(0.1, 10.0), st.floats(0.0, 0.02), st.floats(0.0, 1.0),
        st.sampled_from([14, 300]), st.integers(0, 3))
-def test_a_restored_odometry_scale_goes_on_as_if_never_stopped(seed, scale, noise, cut,
-                                                                max_samples, new_windows):
+def test_a_restored_odometry_scale_goes_on_as_if_never_stopped(
+        seed, scale, noise, cut, max_samples, new_windows):
     n = 100
     rng = np.random.default_rng(seed)
     starts = np.sort(rng.choice(np.arange(1, n), size=new_windows, replace=False))
@@ -109,8 +109,8 @@ def test_a_restored_odometry_scale_goes_on_as_if_never_stopped(seed, scale, nois
         step(got, got_metric, i)
         w = int(run.windows[i])
         assert_same(ref, got, w + 1, float(run.stamps[i]) + 40.0)
-        assert (got.verdict, got.buffered, got.rejected) == (ref.verdict, ref.buffered,
-                                                            ref.rejected)
+        assert (got.verdict, got.buffered, got.rejected) == \
+            (ref.verdict, ref.buffered, ref.rejected)
         assert_same_metric(ref_metric, got_metric, run.camera_model[i], w)
     assert (ref.last_fit is None) == (got.last_fit is None)
     if ref.last_fit is not None:
@@ -121,8 +121,8 @@ def test_a_restored_odometry_scale_goes_on_as_if_never_stopped(seed, scale, nois
 @settings(max_examples=15, deadline=None)
 @given(seeds, st.floats(0.1, 10.0), st.floats(0.001, 0.03), st.integers(0, 24),
        st.sampled_from([4, 300]))
-def test_a_restored_depth_scale_goes_on_as_if_never_stopped(seed, factor, noise, k,
-                                                             max_frames):
+def test_a_restored_depth_scale_goes_on_as_if_never_stopped(
+        seed, factor, noise, k, max_frames):
     rng = np.random.default_rng(seed)
     n = 24
     windows = np.repeat(np.arange(3), n // 3)

@@ -40,7 +40,7 @@ import torch
 
 @pytest.fixture(scope='module')
 def stream():
-    """A tiny engine and a session that has run a few frames, with what it published."""
+    """Return a tiny engine, a session that ran a few frames, and what it published."""
     engine = Engine.load(EngineConfig(preset='tiny', device='cpu', seed=1))
     session = engine.new_session('parts', StreamConfig(scale_frames=2, image_size=56))
     images = torch.rand(5, 3, 28, 56, generator=torch.Generator().manual_seed(0))

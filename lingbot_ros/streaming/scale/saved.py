@@ -277,8 +277,8 @@ def contradiction(saved: SavedScale) -> Optional[str]:
                                   ScaleSource.FIXED):
         return 'a metric frame without an estimator, or an estimator without one'
     if saved.frame not in _ROLE_FRAMES[saved.drives]:
-        return (f"outputs {saved.frame.value!r} for a camera "
-                f"{'driving' if saved.drives else 'not driving'} map -> odom")
+        role = 'driving' if saved.drives else 'not driving'
+        return f'outputs {saved.frame.value!r} for a camera {role} map -> odom'
     if (saved.anchor is not None) != (saved.frame is FrameKind.ANCHORED) and not (
             saved.anchor is not None and saved.drives):
         return 'a map -> odom anchor without anchored outputs, or anchored outputs without one'
@@ -286,7 +286,7 @@ def contradiction(saved: SavedScale) -> Optional[str]:
 
 
 def decode(arrays: Mapping[str, np.ndarray], header: Any) -> SavedScale:
-    """Rebuild a :class:`SavedScale` from :func:`encode`'s output; ValueError naming what is off."""
+    """Rebuild a :class:`SavedScale` from :func:`encode`'s output; ValueError on what is off."""
     saved = _decode(arrays, header)
     why = contradiction(saved)
     if why is not None:
