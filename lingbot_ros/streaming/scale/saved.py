@@ -78,6 +78,11 @@ def _f64(value: Any) -> np.ndarray:
     return np.array(value, dtype=np.float64, copy=True)
 
 
+def _int(value: Optional[int]) -> Optional[int]:
+    """Return a JSON-able integer (numpy's are not), or None."""
+    return None if value is None else int(value)
+
+
 def _book(book: SavedBook, out: Arrays) -> None:
     fits = [f for _, f in book.fits]
     out['book.windows'] = np.array([w for w, _ in book.fits], dtype=np.int64)
@@ -90,8 +95,8 @@ def _book(book: SavedBook, out: Arrays) -> None:
 
 def _estimator(est: Union[SavedOdometry, SavedDepth], out: Arrays) -> dict:
     _book(est.book, out)
-    head = {'window': est.window, 'latest': est.book.latest, 'version': est.book.version,
-            'rejected': est.rejected}
+    head = {'window': _int(est.window), 'latest': _int(est.book.latest),
+            'version': int(est.book.version), 'rejected': int(est.rejected)}
     if isinstance(est, SavedDepth):
         r = est.ratios
         out['depth.stamps_s'] = _f64(est.stamps_s)
@@ -111,7 +116,7 @@ def _estimator(est: Union[SavedOdometry, SavedDepth], out: Arrays) -> dict:
                      'rotation_cov_rad2'):
             out[f'odometry.last_fit.{name}'] = _f64(getattr(fit, name))
     return {**head, 'kind': ScaleSource.ODOMETRY.value, 'verdict': est.verdict.name,
-            'last_fit_inliers': None if fit is None else fit.inliers}
+            'last_fit_inliers': None if fit is None else int(fit.inliers)}
 
 
 def encode(saved: SavedScale) -> Tuple[Arrays, dict]:
