@@ -30,12 +30,17 @@ is anchored to ``odom`` at that moment (so ``map -> odom`` starts at the identit
 slam_toolbox and rtabmap start it), then metres in that anchored frame. When the kind
 changes the track and the map start over (:attr:`Placed.restarted`): no output mixes
 units or frames.
+
+:meth:`CameraScale.export` copies all of it (a
+:class:`~lingbot_ros.streaming.scale.saved.SavedScale`, for ``~/save_state``, on the
+output thread) and :meth:`CameraScale.restore` takes it back at configure, so that a
+resumed camera places its next frame in the same frame and scale as if it had never
+stopped; a state saved for another source or role is not taken.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from enum import Enum
+from dataclasses import dataclass, replace
 import math
 from typing import Callable, Optional, Protocol
 
@@ -44,11 +49,12 @@ from lingbot_ros.ros.placement import Placement
 from lingbot_ros.streaming.choices import MapConvention
 from lingbot_ros.streaming.result import FrameResult
 from lingbot_ros.streaming.robot_frame import base_pose, map_to_odom
-from lingbot_ros.streaming.scale.depth import depth_on_grid, DepthScale
+from lingbot_ros.streaming.scale.depth import depth_on_grid, DepthScale, SavedDepth
 from lingbot_ros.streaming.scale.estimate import (FixedScale, ScaleEstimate, ScaleSource,
                                                   ScaleState)
-from lingbot_ros.streaming.scale.metric import MetricFrame
-from lingbot_ros.streaming.scale.odometry import OdometryScale
+from lingbot_ros.streaming.scale.metric import FrameKind, MetricFrame
+from lingbot_ros.streaming.scale.odometry import OdometryScale, SavedOdometry
+from lingbot_ros.streaming.scale.saved import SavedScale
 from lingbot_ros.streaming.trajectory import invert_rigid
 import numpy as np
 
@@ -56,13 +62,7 @@ DEPTH_FIT_PIXELS = 20_000  # model-grid pixels a frame's depth ratio uses at mos
 LEVER_TOLERANCE_M = 1e-6   # a base -> camera transform that moved less is the same one
 
 
-class FrameKind(Enum):
-    """Where a camera's outputs are published now."""
-
-    WITHHELD = 'withheld until map -> odom is set'  # the map -> odom camera, before
-    MODEL = 'model units'
-    METRIC = 'metres'
-    ANCHORED = 'metres, map anchored to odom'
+__all__ = ['CameraScale', 'FrameInputs', 'FrameKind', 'Placed', 'ScaleReport']
 
 
 class FrameInputs(Protocol):
@@ -196,6 +196,97 @@ class CameraScale:
     def restart(self) -> None:
         """Start over: the session began a new map (its old scale means nothing in it)."""
         self._clear()
+
+    # --- save and resume -------------------------------------------------------------
+
+    def export(self) -> Optional[SavedScale]:
+        """
+        Copy the scale, metric frame, anchor and published frame (on the output thread).
+
+        None without a source, or before a frame of the current map was placed (a camera
+        resumed from nothing starts the same way).
+        """
+        if self.source is ScaleSource.NONE or self._epoch is None or self._kind is None:
+            return None
+        est, prev = self._estimator, self.base_previous
+        return SavedScale(
+            source=self.source, drives=self._drives,
+            fixed_scale=self._fixed if self.source is ScaleSource.FIXED else None,
+            estimator=est.export() if isinstance(est, (OdometryScale, DepthScale)) else None,
+            metric=None if self._metric is None else self._metric.export(),
+            anchor=None if self._anchor is None else self._anchor.copy(),
+            epoch=self._epoch, frame=self._kind, inputs_missing=self._missing,
+            inputs_rejected=self._rejected,
+            base_previous=None if prev is None else (int(prev[0]), np.array(prev[1])))
+
+    def restore(self, saved: SavedScale) -> Optional[str]:
+        """
+        Go on from a saved scale (configure, before any thread runs); say why not, if not.
+
+        Not taken (the camera keeps its fresh scale) when it was saved for another
+        ``scale_source``, another ``fixed_scale``, the other role towards ``map -> odom``,
+        or where the source cannot run here.
+        """
+        why = self._misfit(saved)
+        if why is not None:
+            return why
+        estimator: object = None
+        try:
+            if isinstance(saved.estimator, SavedOdometry):
+                estimator = OdometryScale.restored(saved.estimator)
+            elif isinstance(saved.estimator, SavedDepth):
+                estimator = DepthScale.restored(saved.estimator)
+            elif self.source is ScaleSource.FIXED:
+                estimator = FixedScale(self._fixed)
+            metric = None if estimator is None else MetricFrame(estimator)
+            if metric is not None and saved.metric is not None:
+                metric.restore(saved.metric)
+        except ValueError as exc:
+            return f'the saved scale does not fit this camera: {exc}'
+        self._clear()
+        self._estimator, self._metric = estimator, metric
+        if isinstance(saved.estimator, SavedOdometry):
+            self._lever = saved.estimator.base_to_camera.copy()
+        self._anchor = None if saved.anchor is None else saved.anchor.copy()
+        self._epoch, self._kind = saved.epoch, saved.frame
+        self._missing, self._rejected = saved.inputs_missing, saved.inputs_rejected
+        prev = saved.base_previous
+        self.base_previous = None if prev is None else (prev[0], prev[1].copy())
+        est = None if estimator is None else estimator.estimate()
+        self._state = self._first_state() if est is None else est.state.value
+        self.report = replace(
+            self.report, state=self._state, frame=saved.frame.value,
+            units='metre' if saved.frame in (FrameKind.METRIC, FrameKind.ANCHORED) else 'model',
+            scale=None if est is None else est.scale, sigma=None if est is None else est.sigma,
+            window=0 if est is None else est.window_index,
+            fitted_window=None if est is None else est.fitted_window,
+            samples=0 if est is None else est.samples,
+            residual_rms_m=math.nan if est is None else est.residual_rms_m,
+            inputs_missing=self._missing, inputs_rejected=self._rejected)
+        return None
+
+    def _misfit(self, saved: SavedScale) -> Optional[str]:
+        """Say why a saved scale cannot be this camera's (None: it can)."""
+        if saved.source is not self.source:
+            return (f'saved with scale_source {saved.source.value}, '
+                    f'{self.source.value} here')
+        if saved.drives != self._drives:
+            return ('saved by the camera driving map -> odom, this one does not drive it'
+                    if saved.drives else 'saved by a camera not driving map -> odom, this one '
+                    'drives it')
+        if self._unavailable:
+            return f'scale_source {self.source.value} is unavailable here: {self._unavailable}'
+        if self.source is ScaleSource.FIXED and saved.fixed_scale != self._fixed:
+            return f'saved with fixed_scale {saved.fixed_scale:g}, {self._fixed:g} here'
+        return None
+
+    def assume_published(self, kind: FrameKind) -> None:
+        """
+        Say what the camera's restored track and map are in (a resume, before any frame).
+
+        A frame placed in another kind starts them over, as it would in a running camera.
+        """
+        self._kind = kind
 
     # --- per frame -------------------------------------------------------------------
 

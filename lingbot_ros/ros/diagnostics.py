@@ -298,8 +298,9 @@ def _camera_status(cam: CameraStream, info: NodeInfo, diag: Params,
         level = max(level, WARN)
         problems.append(f'{m.skipped_keyframes} keyframe(s) not merged into the map (the map '
                         'thread fell behind)')
-    resume = cam.resume.view(c.session_resets, diag.resume_far_distance) if cam.resume \
-        else None
+    metres = scale.scale if scale is not None and scale.units == 'metre' else None
+    resume = cam.resume.view(c.session_resets, diag.resume_far_distance, metres) \
+        if cam.resume else None
     if resume is not None and resume.warn:
         level = max(level, WARN)
         problems.append(f'resume: {resume.state}')

@@ -268,10 +268,10 @@ class LingbotNode(OurParameters, LifecycleNode):
         self._worker = Worker(self.cameras, self._queue, self._out, self.current_stream_config)
         self._maps = MapThread(len(self.cameras), map_config(params),
                                max_keyframe_images=params.colmap_max_keyframes)
-        apply_resumes(resumed, self.cameras, self._maps, params, log)
-        self._maps.start()
         self._out.map_restarts = {}
         self._out.scale = ScaleFeed(params, names, engine.model_config.patch_size, log)
+        apply_resumes(resumed, self.cameras, self._maps, self._out.scale, params, log)
+        self._maps.start()
         self._converter = ImageConverter(params.use_cv_bridge, params.max_input_pixels)
         self._fill_info(engine, engine_cfg)
         self._lb_services = Services(self, self._service_group)
@@ -516,6 +516,11 @@ class LingbotNode(OurParameters, LifecycleNode):
     def maps(self) -> Optional[MapThread]:
         """Return the map thread (None before configure and after cleanup)."""
         return self._maps
+
+    @property
+    def outputs(self) -> Outputs:
+        """Return the sink that copies scales and tracks for ``~/save_state`` (output thread)."""
+        return self._out
 
     @property
     def steady_clock(self) -> Clock:

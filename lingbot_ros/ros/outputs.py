@@ -23,11 +23,14 @@ path, TF, depth and points, and writes each camera's track, in the order handed 
 ``~/map_points``. The lifecycle thread sets ``pubs`` and ``tf`` and starts the output
 thread on activate, and stops it and clears them once the worker stopped; configure sets
 ``scale`` (:class:`~lingbot_ros.ros.scale_feed.ScaleFeed`: where each frame's outputs land,
-in metres once a camera has a scale). No one else writes them.
+in metres once a camera has a scale). No one else writes them. ``export`` (``~/save_state``)
+copies a camera's scale and track on the output thread, in order with the frames.
 """
 
 from __future__ import annotations
 
+from concurrent.futures import Future as ThreadFuture
+from dataclasses import dataclass
 import threading
 import time
 from typing import Any, Callable, Optional
@@ -45,6 +48,8 @@ from lingbot_ros.ros.scale_feed import driving_camera, ScaleFeed
 from lingbot_ros.ros.worker import Output
 from lingbot_ros.streaming.parameters import Params
 from lingbot_ros.streaming.result import FrameResult
+from lingbot_ros.streaming.scale.saved import SavedScale
+from lingbot_ros.streaming.state import PublishedTrack
 from nav_msgs.msg import Odometry, Path as PathMsg
 from rclpy.node import Node
 from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
@@ -112,6 +117,14 @@ class CameraPublishers:
         for pub in (self.pose, self.odom, self.path, self.depth, self.points,
                     self.camera_info, self.map_points, self.base_odom):
             node.destroy_publisher(pub)
+
+
+@dataclass(frozen=True)
+class SavedOutputs:
+    """What a camera has published, as ``~/save_state`` writes it: scale and track."""
+
+    scale: Optional[SavedScale]   # None: no scale source, or no frame of this map placed
+    track: PublishedTrack
 
 
 class Outputs:
@@ -220,6 +233,28 @@ class Outputs:
     def map_restarted(self, cam: CameraStream) -> None:
         """Start the camera's track and map over, after the old map's results are sent."""
         self._thread.submit(lambda: self._restart(cam))
+
+    def export(self, cam: CameraStream) -> ThreadFuture:
+        """
+        Copy the camera's scale and published track once what was handed over is sent.
+
+        Run on the output thread (the only writer of both), after the results handed over
+        before this call and before any handed over after it; the future gets a
+        :class:`SavedOutputs`, or what the copy raised.
+        """
+        future: ThreadFuture = ThreadFuture()
+
+        def copy() -> None:
+            try:
+                params, scale = self._params(), self.scale
+                frame = params.map_convention.value if params is not None else ''
+                future.set_result(SavedOutputs(
+                    scale=None if scale is None else scale.cameras[cam.index].export(),
+                    track=PublishedTrack.of(cam.track.records(), frame)))
+            except Exception as exc:  # noqa: BLE001 (the save says it; the thread goes on)
+                future.set_exception(exc)
+        self._thread.submit(copy)
+        return future
 
     # --- on the output thread ------------------------------------------------------------
 

@@ -16,30 +16,41 @@
 ``resume_state`` at configure: each camera continues the map ``~/save_state`` saved.
 
 configure runs this in two steps, before any thread touches a camera:
-:func:`resume_sessions` right after the sessions are built (each session takes its saved
-state before its first frame; a refusal fails configure, or with
-``resume_required: false`` leaves that camera fresh and says so), and
-:func:`apply_resumes` once the cameras and the map thread exist (the voxel map goes back
-to the map thread, the published track is rebuilt from the session's trajectory, so
-``~/path``, ``~/save_trajectory`` and the next odometry continue from the saved poses).
-Nothing here imports rclpy.
+:func:`resume_sessions` right after the sessions are built (each file is read whole,
+then each session takes its saved state before its first frame; a refusal fails
+configure, or with ``resume_required: false`` leaves that camera fresh and says so), and
+:func:`apply_resumes` once the cameras, the map thread and the scale feed exist: the
+camera's metric scale goes back to its :class:`~lingbot_ros.ros.camera_scale.CameraScale`
+(estimator, metric frame, ``map -> odom`` anchor, published frame), the voxel map to the
+map thread and the published track to the camera, so that ``~/pose``, ``~/path``,
+``~/save_trajectory``, ``map -> odom`` and the next odometry continue in the same frame
+and units. A saved scale the camera cannot take (another ``scale_source`` or
+``fixed_scale``, the other role towards ``map -> odom``) is said in one line and the
+camera's scale starts over; outputs saved in metres then start over too, so that nothing
+mixes frames. A file without a track (saved by the replay tool) gets the track rebuilt
+from the session's trajectory, in model units. Nothing here imports rclpy.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, List, Optional, Sequence
+from typing import Any, List, Optional, Sequence, Tuple
 
 from lingbot_ros.ros import messages, path_cdr
 from lingbot_ros.ros.camera import CameraStream
+from lingbot_ros.ros.camera_scale import CameraScale
 from lingbot_ros.ros.conventions import map_from_optical
 from lingbot_ros.ros.map_thread import MapThread
 from lingbot_ros.ros.outputs import camera_frames
 from lingbot_ros.ros.resume_status import ResumeOutcome, ResumeStatus
+from lingbot_ros.ros.scale_feed import ScaleFeed
 from lingbot_ros.streaming.errors import StateError
 from lingbot_ros.streaming.map_state import MapVoxels
 from lingbot_ros.streaming.parameters import Params
+from lingbot_ros.streaming.scale.metric import FrameKind
+from lingbot_ros.streaming.scale.saved import SavedScale
+from lingbot_ros.streaming.state_file import PublishedTrack
 
 STATE_SUFFIX = '_state.safetensors'   # ~/save_state writes <trajectory_dir>/<camera><this>
 
@@ -58,10 +69,12 @@ def resume_paths(params: Params, names: Sequence[str]) -> List[Path]:
 
 @dataclass(frozen=True)
 class Resumed:
-    """One camera's resume at configure: what to report, and its saved voxel map."""
+    """One camera's resume at configure: what to report, and what it had published."""
 
     status: ResumeStatus
     voxels: Optional[MapVoxels] = None
+    scale: Optional[SavedScale] = None
+    track: Optional[PublishedTrack] = None
 
 
 def resume_sessions(engine: Any, sessions: Sequence[Any], names: Sequence[str],
@@ -77,12 +90,13 @@ def resume_sessions(engine: Any, sessions: Sequence[Any], names: Sequence[str],
     paths, required = resume_paths(params, names), params.resume_required
     if not paths:
         return []
-    from lingbot_ros.streaming.state import load_into, read_voxels
+    from lingbot_ros.streaming.state import load_into, read_scale, read_track, read_voxels
     identity = engine.state_identity()
     out = []
     for name, session, path in zip(names, sessions, paths):
         try:
             voxels = read_voxels(path)  # checked whole before the session changes
+            scale, track = read_scale(path), read_track(path)
             load_into(session, path, identity)
         except StateError as exc:
             if required:
@@ -96,22 +110,53 @@ def resume_sessions(engine: Any, sessions: Sequence[Any], names: Sequence[str],
                  f'{stats.window_index}, {stats.keyframes} keyframes; the next frame '
                  'continues the saved map')
         out.append(Resumed(ResumeStatus(str(path), ResumeOutcome.RESUMED,
-                                        report=session.resume_report), voxels))
+                                        report=session.resume_report), voxels, scale, track))
     return out
 
 
 def apply_resumes(resumed: Sequence[Resumed], cameras: Sequence[CameraStream],
-                  maps: MapThread, params: Params, log: Any) -> None:
-    """Give each resumed camera its saved map and track; note every outcome on the camera."""
+                  maps: MapThread, feed: ScaleFeed, params: Params, log: Any) -> None:
+    """Give each resumed camera its scale, map and track; note every outcome on the camera."""
     for cam, r in zip(cameras, resumed):
-        if r.status.outcome is ResumeOutcome.RESUMED:
-            note = _restore_map(cam, maps, r.voxels, params, log)
-            _rebuild_track(cam, cameras, params)
-            cam.cache_stats = cam.session.stats()
-            cam.resume = ResumeStatus(r.status.path, r.status.outcome, report=r.status.report,
-                                      resets=cam.counters.session_resets, map_note=note)
-        else:
+        if r.status.outcome is not ResumeOutcome.RESUMED:
             cam.resume = r.status
+            continue
+        scale = feed.cameras[cam.index]
+        scale_note, dropped = _restore_scale(cam, scale, r.scale, log)
+        if dropped is None:
+            map_note = _restore_map(cam, maps, r.voxels, params, log)
+            track_note = _restore_track(cam, cameras, scale, r, params)
+        else:
+            map_note = track_note = f'not restored: {dropped}'
+            log.warning(f'[{cam.name}] saved track and map not restored: {dropped}')
+        cam.cache_stats = cam.session.stats()
+        cam.resume = ResumeStatus(r.status.path, r.status.outcome, report=r.status.report,
+                                  resets=cam.counters.session_resets, map_note=map_note,
+                                  scale_note=scale_note, track_note=track_note)
+
+
+def _restore_scale(cam: CameraStream, scale: CameraScale, saved: Optional[SavedScale],
+                   log: Any) -> Tuple[str, Optional[str]]:
+    """
+    Give the camera its saved scale; return what became of it, and why its outputs go.
+
+    The second value is None when the saved track and map can stay: the scale resumed,
+    or it did not but they are in model units (the first metric frame starts them over).
+    """
+    if saved is None:
+        return 'none in the file', None
+    why = scale.restore(saved)
+    if why is None:
+        report = scale.report
+        value = '' if report.scale is None else f', {report.scale:.6g} m per model unit'
+        log.info(f'[{cam.name}] scale resumed: {report.state}{value}; outputs in '
+                 f'{saved.frame.value}')
+        return f'restored: {report.state}{value}, outputs in {saved.frame.value}', None
+    log.warning(f'[{cam.name}] saved scale not restored ({why}): the scale starts over')
+    if saved.frame is FrameKind.MODEL:
+        scale.assume_published(FrameKind.MODEL)
+        return f'not restored: {why}', None
+    return f'not restored: {why}', f'saved in {saved.frame.value} by a scale that did not resume'
 
 
 def _restore_map(cam: CameraStream, maps: MapThread, voxels: Optional[MapVoxels],
@@ -136,14 +181,34 @@ def _restore_map(cam: CameraStream, maps: MapThread, voxels: Optional[MapVoxels]
     return f'not restored: {why}'
 
 
-def _rebuild_track(cam: CameraStream, cameras: Sequence[CameraStream], params: Params) -> None:
-    """Fill the camera's published track with the session's trajectory, as it was sent."""
+def _restore_track(cam: CameraStream, cameras: Sequence[CameraStream], scale: CameraScale,
+                   r: Resumed, params: Params) -> str:
+    """
+    Fill the camera's published track: the saved one, else the session's trajectory.
+
+    The trajectory is in model units: the camera's outputs are then said to be, so that
+    a metric frame starts the track over instead of mixing units.
+    """
+    here, track = params.map_convention.value, r.track
+    if track is not None and track.frame == here:
+        _fill_track(cam, cameras, track.records(), params)
+        if r.scale is None:  # saved without a scale: the poses are in model units
+            scale.assume_published(FrameKind.MODEL)
+        return f'{len(track.stamp_ns)} poses restored'
     to_map = map_from_optical(params.map_convention)
+    _fill_track(cam, cameras, [(s, to_map @ p) for s, p in cam.session.trajectory], params)
+    scale.assume_published(FrameKind.MODEL)
+    why = 'none in the file' if track is None else \
+        f'saved in map_convention {track.frame!r}, {here!r} here'
+    return f'rebuilt from the trajectory in model units ({why})'
+
+
+def _fill_track(cam: CameraStream, cameras: Sequence[CameraStream], records: list,
+                params: Params) -> None:
+    """Fill the camera's published track with ``(stamp_ns, pose)`` records, as they were sent."""
     map_frame = camera_frames(params, list(cameras), cam)[0]
-    records = list(cam.session.trajectory)
     first_path = len(records) - params.path_max_length  # older poses left ~/path already
-    for i, (stamp, pose_c2w) in enumerate(records):
-        pose = to_map @ pose_c2w
+    for i, (stamp, pose) in enumerate(records):
         path_pose = None
         if params.publish_path and i >= first_path:
             path_pose = path_cdr.pose_cdr(messages.pose_stamped(pose, stamp, map_frame))

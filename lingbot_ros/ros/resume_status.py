@@ -20,7 +20,9 @@ diagnostics timer reads it. The measurements are the session's
 :class:`~lingbot_ros.streaming.relocalise.ResumeReport`, which the worker fills as the
 first resumed frames land: the distance of each camera position to the nearest saved
 keyframe. A small distance says the model placed the robot near where the saved map
-was built; with random weights the figures mean nothing. Nothing here imports rclpy.
+was built; with random weights the figures mean nothing. The distances are the model's
+units; once the camera has a metric scale they are said in metres (the scale the camera
+uses now). Nothing here imports rclpy.
 """
 
 from __future__ import annotations
@@ -57,7 +59,8 @@ class ResumeStatus:
     ``reason``: the refusal's line (REFUSED); ``report``: the session's resume report
     (None when the state held no keyframe to measure against); ``resets``: the camera's
     session resets when it resumed (a later reset or new map leaves the saved map);
-    ``map_note``: what became of the saved voxel map.
+    ``map_note``, ``scale_note``, ``track_note``: what became of the saved voxel map,
+    metric scale and published track.
     """
 
     path: str
@@ -66,6 +69,8 @@ class ResumeStatus:
     report: Optional[ResumeReport] = None
     resets: int = 0
     map_note: str = ''
+    scale_note: str = ''
+    track_note: str = ''
 
     def view(self, session_resets: int, far: float,
              metres_per_unit: Optional[float] = None) -> ResumeView:
@@ -99,5 +104,7 @@ class ResumeStatus:
                   ('resume_report', report.summary(metres_per_unit) if report else 'n/a'),
                   ('resume_distance_median', 'n/a' if median is None
                    else f'{median * scale:.4f}'),
-                  ('resume_distance_unit', unit), ('resume_map', self.map_note or 'n/a')]
+                  ('resume_distance_unit', unit), ('resume_map', self.map_note or 'n/a'),
+                  ('resume_scale', self.scale_note or 'n/a'),
+                  ('resume_track', self.track_note or 'n/a')]
         return ResumeView(state, warn, values)

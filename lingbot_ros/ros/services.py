@@ -33,7 +33,7 @@ from typing import Any, Callable, List, Optional, Protocol, Sequence, Tuple
 
 from lingbot_ros.ros.camera import CameraStream
 from lingbot_ros.ros.map_thread import MapThread, save_colmap
-from lingbot_ros.ros.state_service import save_state, wait_for_worker
+from lingbot_ros.ros.state_service import Exports, save_state, wait_for_worker
 from lingbot_ros.ros.worker import Worker
 from lingbot_ros.streaming.parameters import Params
 from lingbot_ros.streaming.ply import write_ply
@@ -61,6 +61,9 @@ class ServedNode(Protocol):
 
     @property
     def maps(self) -> Optional[MapThread]: ...
+
+    @property
+    def outputs(self) -> Exports: ...
 
     @property
     def steady_clock(self) -> Clock: ...

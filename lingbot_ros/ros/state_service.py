@@ -24,14 +24,21 @@ one).
 Who does what, so that each piece is touched by the thread that owns it:
 
 1. The worker (owner of the sessions), between two frames: the frames in flight land
-   and go to the output thread; each session's state is copied to host memory; once the
-   output thread has sent what the worker handed it (the keyframes to merge included),
-   an export is queued on the map thread behind those keyframes. The worker then goes
-   on with the next frame: it pauses for the copy and the flush, never for the file.
-2. The map thread (owner of the voxel maps) copies each camera's voxels out in order.
-3. This handler (the service callback group) writes the files and answers.
+   and go to the output thread; each session's state is copied to host memory; a copy
+   of each camera's scale and published track is queued on the output thread behind
+   those frames; once the output thread has sent what the worker handed it (the
+   keyframes to merge included), an export is queued on the map thread behind those
+   keyframes. The worker then goes on with the next frame: it pauses for the copy and
+   the flush, never for the file.
+2. The output thread (owner of the scales and tracks) copies each camera's
+   (:meth:`~lingbot_ros.ros.outputs.Outputs.export`) when it reaches the job: after
+   exactly the frames the worker handed over before the capture.
+3. The map thread (owner of the voxel maps) copies each camera's voxels out in order.
+4. This handler (the service callback group) writes the files and answers.
 
-The published track is not saved: a resume rebuilds it from the session's trajectory.
+So a file holds one instant of its camera: the session, the metric scale (estimator,
+metric frame, ``map -> odom`` anchor, published frame), the published track (in metres
+where it was) and the map, each as of the same last frame.
 """
 
 from __future__ import annotations
@@ -40,7 +47,7 @@ from concurrent.futures import Future as ThreadFuture, TimeoutError as ThreadTim
 import dataclasses
 from pathlib import Path
 import threading
-from typing import Any, Callable, List, Optional, Tuple
+from typing import Any, Callable, List, Optional, Protocol, Tuple
 
 from lingbot_ros.ros.camera import CameraStream
 from lingbot_ros.ros.map_thread import MapThread
@@ -51,25 +58,35 @@ from rclpy.task import Future
 SAVE_WAIT_S = 60.0    # the worker's part answers 'still busy' after this long
 FLUSH_S = 10.0        # the worker waits this long for the output thread to send
 MAP_EXPORT_S = 30.0   # the handler waits this long for the map thread's copies
+OUTPUT_EXPORT_S = 30.0  # and this long for the output thread's (scale and track)
+
+
+class Exports(Protocol):
+    """The output thread's side of a save (:class:`~lingbot_ros.ros.outputs.Outputs`)."""
+
+    def export(self, cam: CameraStream) -> ThreadFuture: ...
 
 
 @dataclasses.dataclass(frozen=True)
 class _Captured:
-    """One camera's part of a save: the session's state, and its map's voxels to come."""
+    """One camera's part of a save: the session's state, and its outputs' copies to come."""
 
     camera: CameraStream
     state: Any                          # streaming.state.Captured
     voxels: Optional[ThreadFuture]      # MapVoxels from the map thread; None: no map thread
+    outputs: Optional[ThreadFuture] = None  # SavedOutputs from the output thread; None: none
 
 
-def capture_all(worker: Worker, maps: Optional[MapThread], identity: Any) -> List[_Captured]:
+def capture_all(worker: Worker, maps: Optional[MapThread], identity: Any,
+                outputs: Optional[Exports] = None) -> List[_Captured]:
     """
     Copy every camera's state (run on the worker thread, between frames).
 
-    Cameras that have seen no frame are left out. The map exports are queued once the
-    output thread has sent what the worker handed it, behind the keyframes it queued.
-    The map is saved whatever ``publish_map`` says now: a map resumed while it is off
-    would otherwise be lost at the next save (while off, it merges no keyframe).
+    Cameras that have seen no frame are left out. Each camera's scale and track copy is
+    queued on the output thread right behind the frames the worker handed it; the map
+    exports are queued once the output thread has sent them, behind the keyframes it
+    queued. The map is saved whatever ``publish_map`` says now: a map resumed while it is
+    off would otherwise be lost at the next save (while off, it merges no keyframe).
     """
     from lingbot_ros.streaming.state import capture
     taken = []
@@ -80,12 +97,12 @@ def capture_all(worker: Worker, maps: Optional[MapThread], identity: Any) -> Lis
         if state.landed:  # the worker lands every frame before a job: none may be left
             raise RuntimeError(f'{cam.name}: {len(state.landed)} frame(s) landed during '
                                'the save; nothing written')
-        taken.append((cam, state))
+        taken.append((cam, state, None if outputs is None else outputs.export(cam)))
     if taken and maps is not None and not worker.sink.flush(FLUSH_S):
         raise RuntimeError(f'the outputs did not go out within {FLUSH_S:.0f} s; nothing '
                            'written')
-    return [_Captured(cam, state, maps.export(cam.index) if maps is not None else None)
-            for cam, state in taken]
+    return [_Captured(cam, state, maps.export(cam.index) if maps is not None else None, out)
+            for cam, state, out in taken]
 
 
 def write_all(folder: Path, taken: List[_Captured],
@@ -96,7 +113,18 @@ def write_all(folder: Path, taken: List[_Captured],
     folder.mkdir(parents=True, exist_ok=True)
     for part in taken:
         name = part.camera.name
-        voxels = None
+        voxels = published = None
+        try:
+            if part.outputs is not None:
+                published = part.outputs.result(OUTPUT_EXPORT_S)
+        except ThreadTimeout:
+            failed.append(f'{name}: the output thread did not copy the scale and track within '
+                          f'{OUTPUT_EXPORT_S:.0f} s')
+            continue
+        except Exception as exc:  # noqa: BLE001 (the copy failed: this camera is not saved)
+            failed.append(f'{name}: cannot copy the scale and track: {type(exc).__name__}: '
+                          f'{exc}')
+            continue
         if part.voxels is not None:
             try:
                 voxels = dataclasses.replace(part.voxels.result(MAP_EXPORT_S), frame=convention)
@@ -105,16 +133,21 @@ def write_all(folder: Path, taken: List[_Captured],
                               f'{MAP_EXPORT_S:.0f} s')
                 continue
         path = state_file(folder, name)
+        scale = None if published is None else published.scale
+        track = None if published is None else published.track
         try:
-            saved = write_captured(part.state, path, voxels)
+            saved = write_captured(part.state, path, voxels, scale, track)
         except OSError as exc:
             failed.append(f'{name}: cannot write {path}: {exc}')
             continue
         s = part.state.state
         cached = s.windows.current.agg.frames if s.windows.current is not None else 0
+        extra = '' if track is None else f', {len(track.stamp_ns)} track poses'
+        if scale is not None:
+            extra += f', outputs in {scale.frame.value}'
         written.append(f'{saved.path} ({saved.size_bytes / 1e6:.1f} MB: frame {s.index}, '
                        f'{cached} cached frames, '
-                       f"{'no map' if voxels is None else f'{len(voxels)} map voxels'})")
+                       f"{'no map' if voxels is None else f'{len(voxels)} map voxels'}{extra})")
     return written, failed
 
 
@@ -158,8 +191,8 @@ async def save_state(node: Any, group: Any, response: Any) -> Any:
     except Exception as exc:  # noqa: BLE001 (EngineError, an unreadable checkpoint)
         response.success, response.message = False, f'no state identity: {exc}'
         return response
-    maps = node.maps
-    job = worker.run_between_frames(lambda: capture_all(worker, maps, identity))
+    maps, outputs = node.maps, node.outputs
+    job = worker.run_between_frames(lambda: capture_all(worker, maps, identity, outputs))
     done = await wait_for_worker(node, group, SAVE_WAIT_S,
                                  lambda finished: job.add_done_callback(lambda _: finished()))
     if not done:

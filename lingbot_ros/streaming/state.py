@@ -29,8 +29,9 @@ whole, in one line (:class:`~lingbot_ros.streaming.errors.StateError`), before t
 session changes; a state it takes continues the stream as if it had never stopped: the
 next frame attends to the same keys at the same time index, in the same frame and scale.
 A save in two steps (:func:`capture` on the session's thread, :func:`write_captured`
-anywhere) lets the node write the file off the thread that owns the session, with the
-camera's voxel map beside the state (:func:`read_voxels` reads it back).
+anywhere) lets the node write the file off the thread that owns the session, with what
+the camera published beside the state: its voxel map, its track and its metric scale
+(:func:`read_voxels`, :func:`read_track`, :func:`read_scale` read them back).
 """
 
 from __future__ import annotations
@@ -47,14 +48,17 @@ from lingbot_ros.streaming.errors import StateCorrupt, StateMismatch
 from lingbot_ros.streaming.map_state import MapVoxels
 from lingbot_ros.streaming.relocalise import RESUME_REPORT_FRAMES
 from lingbot_ros.streaming.result import FrameResult
-from lingbot_ros.streaming.state_file import (FORMAT_VERSION, read_state, read_voxels,
+from lingbot_ros.streaming.scale.saved import SavedScale
+from lingbot_ros.streaming.state_file import (FORMAT_VERSION, PublishedTrack, read_scale,
+                                              read_state, read_track, read_voxels,
                                               SessionState, StateIdentity, StreamSettings,
                                               write_state)
 import torch
 
 __all__ = ['capture', 'Captured', 'FORMAT_VERSION', 'identity_of', 'load_into',
-           'random_weights_digest', 'read_voxels', 'save_session', 'SavedState',
-           'state_bytes', 'StateIdentity', 'StateSize', 'StreamSettings', 'write_captured']
+           'PublishedTrack', 'random_weights_digest', 'read_scale', 'read_track',
+           'read_voxels', 'save_session', 'SavedState', 'state_bytes', 'StateIdentity',
+           'StateSize', 'StreamSettings', 'write_captured']
 
 PathLike = Union[str, Path]
 # how a refusal names a field of StateIdentity / StreamSettings
@@ -135,21 +139,29 @@ def capture(session: Any, identity: StateIdentity) -> Captured:
     return Captured(identity, _settings_of(session, identity), state, landed)
 
 
-def write_captured(captured: Captured, path: PathLike,
-                   voxels: Optional[MapVoxels] = None) -> SavedState:
-    """Write a captured state (and the stream's voxel map) to ``path``, whole or not at all."""
-    size = write_state(path, captured.identity, captured.settings, captured.state, voxels)
+def write_captured(captured: Captured, path: PathLike, voxels: Optional[MapVoxels] = None,
+                   scale: Optional[SavedScale] = None,
+                   track: Optional[PublishedTrack] = None) -> SavedState:
+    """
+    Write a captured state to ``path``, whole or not at all, with what the stream published.
+
+    ``voxels``: its voxel map; ``scale``: its metric scale (of the captured map epoch);
+    ``track``: its published track.
+    """
+    size = write_state(path, captured.identity, captured.settings, captured.state, voxels,
+                       scale, track)
     return SavedState(path=Path(path), size_bytes=size, landed=captured.landed)
 
 
-def save_session(session: Any, path: PathLike, identity: StateIdentity) -> SavedState:
+def save_session(session: Any, path: PathLike, identity: StateIdentity,
+                 scale: Optional[SavedScale] = None) -> SavedState:
     """
-    Write ``session``'s state to ``path`` (whole or not at all) under ``identity``.
+    Write ``session``'s state (and its metric scale) to ``path`` under ``identity``.
 
     :func:`capture` then :func:`write_captured`, on the session's thread: a frame in
     flight lands first and is returned in ``landed``.
     """
-    return write_captured(capture(session, identity), path)
+    return write_captured(capture(session, identity), path, scale=scale)
 
 
 def load_into(session: Any, path: PathLike, identity: StateIdentity,

@@ -31,10 +31,17 @@ a state read back is bit for bit the one written:
     trajectory.stamp_ns / .pose                    the session's trajectory ring
     keyframes.index / .stamp_ns / .position        the current map's keyframe positions
     map.sums / .counts / .keys / .seen / .confidence / .rgb   the voxel map, where saved
+    track.stamp_ns / .pose                         the published track, where saved
+    scale.*                                        the metric scale, where saved
 
-The voxel map (``map`` in the header and its tensors) is optional: the replay tool saves
-none, the node saves each camera's; :func:`read_voxels` reads it, :func:`read_state`
-leaves it alone.
+Three parts are optional, each with a header object of its own: the voxel map (``map``;
+the node saves each camera's, the replay tool none), the published track (``track``: the
+poses as the node sent them, in metres where they were, with the map convention they
+are in) and the camera's metric scale (``scale``: a
+:class:`~lingbot_ros.streaming.scale.saved.SavedScale`, encoded by that module; the node
+saves it with a ``scale_source``, the replay tool with ``--odometry`` or
+``--depth-images``). :func:`read_voxels`, :func:`read_track` and :func:`read_scale` read
+them; :func:`read_state` leaves them alone. A file without them is read as before.
 
 :func:`read_state` checks everything it reads (a tensor's presence, shape and dtype, the
 header's fields) and raises :class:`~lingbot_ros.streaming.errors.StateCorrupt` naming
@@ -58,6 +65,8 @@ from lingbot_ros.streaming.map_state import ARRAYS as MAP_ARRAYS, COUNTERS as MA
 from lingbot_ros.streaming.map_state import MapVoxels
 from lingbot_ros.streaming.preprocess import Prepared
 from lingbot_ros.streaming.relocalise import KeyframePositions
+from lingbot_ros.streaming.scale import saved as saved_scale
+from lingbot_ros.streaming.scale.saved import SavedScale
 from lingbot_ros.streaming.windows import Kept, Sim3, WindowsState, WindowState
 import numpy as np
 import torch
@@ -128,6 +137,31 @@ class SessionState:
     windows: WindowsState
 
 
+@dataclass(frozen=True)
+class PublishedTrack:
+    """
+    A camera's published track: ``stamp_ns [n]`` and ``pose [n, 4, 4]`` as they were sent.
+
+    ``frame``: the map convention the poses are in (metres where the camera's scale part
+    says its outputs were metric, else model units).
+    """
+
+    frame: str
+    stamp_ns: np.ndarray
+    pose: np.ndarray
+
+    @staticmethod
+    def of(records: list, frame: str) -> 'PublishedTrack':
+        """Return a copy of ``(stamp_ns, pose)`` records (a track's, oldest first)."""
+        return PublishedTrack(
+            frame=frame, stamp_ns=np.array([s for s, _ in records], dtype=np.int64),
+            pose=np.array([p for _, p in records], dtype=np.float64).reshape(-1, 4, 4))
+
+    def records(self) -> list:
+        """Return the ``(stamp_ns, pose)`` pairs, oldest first."""
+        return [(int(s), p) for s, p in zip(self.stamp_ns, self.pose)]
+
+
 # --- writing -----------------------------------------------------------------------------
 
 def _host(value: Union[torch.Tensor, np.ndarray]) -> torch.Tensor:
@@ -144,8 +178,9 @@ def _cache_header(cache: CacheState) -> dict:
 
 
 def _encode(identity: StateIdentity, settings: StreamSettings, state: SessionState,
-            voxels: Optional[MapVoxels]) -> Tuple[Dict[str, torch.Tensor], dict]:
-    """Return the tensors and the header of ``state`` (and of ``voxels``, if any)."""
+            voxels: Optional[MapVoxels], scale: Optional[SavedScale],
+            track: Optional[PublishedTrack]) -> Tuple[Dict[str, torch.Tensor], dict]:
+    """Return the tensors and the header of ``state`` (and of the optional parts given)."""
     t: Dict[str, torch.Tensor] = {}
     last = state.last_keyframe
     if last is not None:
@@ -200,14 +235,23 @@ def _encode(identity: StateIdentity, settings: StreamSettings, state: SessionSta
         header['map'] = {'voxel_size': float(voxels.voxel_size), 'epoch': voxels.epoch,
                          'frame': voxels.frame,
                          **{name: getattr(voxels, name) for name in MAP_COUNTERS}}
+    if track is not None:
+        t['track.stamp_ns'] = _host(track.stamp_ns.astype(np.int64))
+        t['track.pose'] = _host(track.pose.astype(np.float64))
+        header['track'] = {'frame': track.frame}
+    if scale is not None:
+        arrays, header['scale'] = saved_scale.encode(scale)
+        t.update({f'scale.{name}': _host(a) for name, a in arrays.items()})
     return t, header
 
 
 def write_state(path: PathLike, identity: StateIdentity, settings: StreamSettings,
-                state: SessionState, voxels: Optional[MapVoxels] = None) -> int:
-    """Write ``state`` (and a voxel map) to ``path``, whole or not at all; return its bytes."""
+                state: SessionState, voxels: Optional[MapVoxels] = None,
+                scale: Optional[SavedScale] = None,
+                track: Optional[PublishedTrack] = None) -> int:
+    """Write ``state`` and the optional parts to ``path``, whole or not at all; return the size."""
     from safetensors.torch import save_file
-    tensors, header = _encode(identity, settings, state, voxels)
+    tensors, header = _encode(identity, settings, state, voxels, scale, track)
     metadata = {'format': FORMAT_NAME, 'version': str(FORMAT_VERSION),
                 'header': json.dumps(header, sort_keys=True)}
     with atomic_path(path) as temp:
@@ -225,6 +269,10 @@ class _Reader:
         self._f = handle
         self._names = set(handle.keys())
         self.path = path
+
+    def names(self, prefix: str) -> list:
+        """Return the tensors whose names start with ``prefix``, sorted."""
+        return sorted(n for n in self._names if n.startswith(prefix))
 
     def corrupt(self, what: str) -> StateCorrupt:
         return StateCorrupt(f'state file {self.path}: {what}')
@@ -445,3 +493,40 @@ def read_voxels(path: PathLike) -> Optional[MapVoxels]:
                              **arrays).validate()
         except ValueError as exc:
             raise r.corrupt(str(exc)) from exc
+
+
+def read_track(path: PathLike) -> Optional[PublishedTrack]:
+    """Read a state file's published track (None: it holds none); StateError if it is bad."""
+    with _opened(path) as (r, header):
+        h = header.get('track')
+        if h is None:
+            return None
+        stamps = r.tensor('track.stamp_ns', (None,), torch.int64).numpy()
+        poses = r.tensor('track.pose', (len(stamps), 4, 4), torch.float64).numpy()
+        if not np.all(np.isfinite(poses)):
+            raise r.corrupt('tensor track.pose holds a value that is not finite')
+        return PublishedTrack(frame=_field(h, 'frame', str, 'track', r), stamp_ns=stamps,
+                              pose=poses)
+
+
+def read_scale(path: PathLike) -> Optional[SavedScale]:
+    """
+    Read a state file's metric scale part (None: it holds none); StateError if it is bad.
+
+    The part belongs to the session's map: a scale of another map epoch is corrupt.
+    """
+    with _opened(path) as (r, header):
+        h = header.get('scale')
+        if h is None:
+            return None
+        arrays = {name[len('scale.'):]: r.tensor(name).numpy() for name in r.names('scale.')}
+        try:
+            saved = saved_scale.decode(arrays, h)
+        except ValueError as exc:
+            raise r.corrupt(f'scale part: {exc}') from exc
+        epoch = _field(_field(header, 'session', dict, 'header', r), 'map_epoch', int,
+                       'session', r)
+        if saved.epoch != epoch:
+            raise r.corrupt(f'scale part of map epoch {saved.epoch}, the stream is in map '
+                            f'epoch {epoch}')
+        return saved

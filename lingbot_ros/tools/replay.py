@@ -31,6 +31,8 @@ COLMAP model (``DIR/images``, ``DIR/sparse/0``) for NeRF / Gaussian-splat traine
 needed. With ``--odometry`` (a TUM trajectory of the robot's base, and ``--base-to-camera``)
 or ``--depth-images`` every output is in metres, each frame with its window's scale, and
 OUT.npz adds ``metric_scale`` and ``unit`` (:mod:`lingbot_ros.tools.replay_metric`).
+``--save-state`` / ``--resume`` save and continue the stream, and with a scale source its
+metric scale: a run in parts is in the frame and scale of one run.
 """
 
 from __future__ import annotations
@@ -79,12 +81,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument('--kv-stats', metavar='FILE.json', help='write per-call cache statistics')
     p.add_argument('--save-state', metavar='FILE',
                    help="after the last frame, write the stream's state (caches, window, "
-                   'trajectory) for --resume')
+                   'trajectory; with --odometry or --depth-images the metric scale) for '
+                   '--resume')
     p.add_argument('--resume', metavar='FILE',
                    help='start from a state written by --save-state (or the node): the same '
                    "map, frame and scale, frame index and (without the input's own stamps) "
                    'time base; the outputs hold the new frames only; a state of another '
-                   'model, weights, dtype, grid or settings is refused')
+                   'model, weights, dtype, grid or settings is refused; a saved metric scale '
+                   'of the same source goes on')
     map_defaults = MapCloudConfig()
     p.add_argument('--ply', metavar='FILE.ply',
                    help='write the accumulated map (keyframe points per voxel) as binary PLY')
@@ -274,13 +278,19 @@ def run(args: argparse.Namespace) -> dict:
                                 engine.model_config.patch_size, args.fps, args.topic)
     try:
         stamps = replay_metric.frame_stamps(args, images.shape[0], stamps)
+    except ValueError as exc:
+        raise ReplayError(str(exc)) from exc
+    session = engine.new_session('replay', stream_cfg)
+    saved_scale = None
+    if args.resume:  # the stamps go on first: the scale's inputs are paired with them
+        stamps = _resume(session, engine, args, tuple(images.shape[-2:]), stamps)
+        saved_scale = _saved_scale(args.resume) if scale_inputs is not None else None
+    first_index = session.frames_seen
+    try:
         scale_input = None if scale_inputs is None else scale_inputs.prepare(
             args.images, stamps, tuple(images.shape[-2:]), engine.model_config.patch_size)
     except ValueError as exc:
         raise ReplayError(str(exc)) from exc
-    session = engine.new_session('replay', stream_cfg)
-    if args.resume:
-        stamps = _resume(session, engine, args, tuple(images.shape[-2:]), stamps)
     bar = _progress(images.shape[0], args.quiet)
     try:
         out = session.run(images, stamps, progress=bar.update_to if bar else None,
@@ -293,7 +303,9 @@ def run(args: argparse.Namespace) -> dict:
     results, arrays, scale = out.results, out.arrays, None
     if scale_input is not None:
         try:
-            scale = scale_input.fit(results)
+            scale = scale_input.fit(results, first_index, saved_scale)
+            if args.resume and saved_scale is None:
+                scale.resumed = 'not resumed: none in the state file; the scale starts over'
         except ValueError as exc:  # a depth image that cannot be read
             raise ReplayError(str(exc)) from exc
         results, arrays = scale.results(results), scale.arrays(arrays)
@@ -307,7 +319,9 @@ def run(args: argparse.Namespace) -> dict:
             steps = [call.as_record() for call in out.kv_stats]
             with atomic_file(args.kv_stats) as fh:
                 fh.write(json.dumps({'steps': steps}, indent=1).encode())
-        saved = _save_state(session, engine, args.save_state) if args.save_state else None
+        saved = _save_state(session, engine, args.save_state,
+                            None if scale is None else scale.saved()) if args.save_state \
+            else None
         restarts = 0
         if cloud is not None:
             restarts = _build_map(results, cloud, store)
@@ -354,10 +368,20 @@ def _resume(session: Any, engine: Any, args: argparse.Namespace, model_hw: tuple
     return [int(round((session.frames_seen + i) * 1e9 / args.fps)) for i in range(len(stamps))]
 
 
-def _save_state(session: Any, engine: Any, path: str) -> Any:
-    """Write the stream's state after its last frame (nothing is in flight then)."""
+def _saved_scale(path: str) -> Any:
+    """Read the metric scale a state file holds (None: none); a broken one is a ReplayError."""
+    from lingbot_ros.streaming.errors import StateError
+    from lingbot_ros.streaming.state import read_scale
+    try:
+        return read_scale(path)
+    except StateError as exc:
+        raise ReplayError(str(exc)) from exc
+
+
+def _save_state(session: Any, engine: Any, path: str, scale: Any) -> Any:
+    """Write the stream's state (and its metric scale) after its last frame."""
     from lingbot_ros.streaming.state import save_session
-    return save_session(session, path, engine.state_identity())
+    return save_session(session, path, engine.state_identity(), scale)
 
 
 def _build_map(results: Sequence[Any], cloud: MapCloud, store: Any) -> int:
@@ -396,6 +420,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     scale = summary['scale']
     if scale is not None and (not scale.metric or not args.quiet):  # model units: always said
         print(f'lingbot-ros-replay: {scale.message}', file=sys.stderr)
+    if scale is not None and scale.resumed is not None and (
+            not args.quiet or scale.resumed.startswith('not')):  # a scale not taken: said
+        print(f'lingbot-ros-replay: saved scale {scale.resumed}', file=sys.stderr)
     if not args.quiet:
         print(f"{summary['frames']} frames, {summary['keyframes']} keyframes, "
               f"{summary['windows']} window(s); model: {summary['model']}", file=sys.stderr)

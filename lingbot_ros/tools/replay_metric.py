@@ -28,6 +28,12 @@ Frames are stamped as replay stamps them: a bag's header stamps, else ``--stamps
 RGB-D's ``rgb.txt``, matched to a folder's images by file name), else ``index / --fps``
 from 0. The odometry's stamps must be on the same clock. Errors are ValueErrors whose
 text is the one line the user sees.
+
+With ``--save-state`` the scale of the run's last map is saved with the stream (the
+estimator and the metric frame as the last frame left them); with ``--resume`` and the
+same source (and lever arm) the fit of the resumed map goes on from it, so the frames of
+a run in parts get the scales of one run. A saved scale of another source, lever arm or
+map is not taken: the fit starts over and :attr:`RunScale.resumed` says why.
 """
 
 from __future__ import annotations
@@ -46,11 +52,13 @@ from lingbot_ros.streaming.scale.estimate import ScaleSource
 from lingbot_ros.streaming.scale.metric import MetricFrame
 from lingbot_ros.streaming.scale.offline import (fit_depth_offline, fit_odometry_offline,
                                                  OfflineScale)
+from lingbot_ros.streaming.scale.saved import SavedScale
 from lingbot_ros.streaming.trajectory import invert_rigid, pose_enc_to_matrix
 import numpy as np
 
 DEPTH_EXTENSIONS = ('.png', '.tif', '.tiff', '.npy')
 DEPTH_UNITS_PER_METRE = 1000.0  # 16-bit depth images in millimetres
+LEVER_TOLERANCE_M = 1e-6        # a --base-to-camera that differs less is the saved one
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -275,27 +283,70 @@ class ScaleInput:
     depth_files: Sequence[Path] = ()
     load_depth: Optional[Callable[[Path], np.ndarray]] = None
 
-    def fit(self, results: Sequence[FrameResult]) -> 'RunScale':
-        """Fit the scale of each map of the run (results in stream order)."""
-        epochs = np.array([r.map_epoch for r in results], dtype=np.int64)
-        fits = []
-        for epoch in dict.fromkeys(epochs.tolist()):  # maps in stream order
-            rows = np.flatnonzero(epochs == epoch)
-            fits.append((rows, self._fit([results[i] for i in rows])))
-        return RunScale(fits, [r.window_index for r in results])
+    def fit(self, results: Sequence[FrameResult], first_index: int = 0,
+            start: Optional[SavedScale] = None) -> 'RunScale':
+        """
+        Fit the scale of each map of the run (results in stream order).
 
-    def _fit(self, results: Sequence[FrameResult]) -> OfflineScale:
+        ``first_index``: the stream's index of the run's first input frame (a resumed
+        stream's frames go on from the saved one's); ``start``: a saved scale to go on
+        from, taken for the run's first map when it is of that map and fits the source.
+        """
+        epochs = np.array([r.map_epoch for r in results], dtype=np.int64)
+        fits, maps, note = [], list(dict.fromkeys(epochs.tolist())), None  # maps in order
+        for k, epoch in enumerate(maps):
+            rows = np.flatnonzero(epochs == epoch)
+            part = [results[i] for i in rows]
+            begin = None
+            if start is not None and k == 0:
+                begin, note = self._usable(start, epoch)
+            try:
+                fit = self._fit(part, first_index, begin)
+            except ValueError as exc:  # a saved state this estimator cannot hold
+                note = f'not resumed: {exc}; the scale starts over'
+                fit = self._fit(part, first_index, None)
+            fits.append((rows, fit))
+        if start is not None and note is None:
+            note = 'not resumed: the run has no frame; the scale starts over'
+        return RunScale(fits, [r.window_index for r in results], maps, note)
+
+    def _usable(self, saved: SavedScale, epoch: int) -> Tuple[Optional[SavedScale], str]:
+        """Return the saved scale to go on from (None: start over) and what became of it."""
+        source = self.inputs.source
+        why = None
+        if saved.source is not source:
+            why = f'saved with {saved.source.value}, {source.value} here'
+        elif saved.epoch != epoch:
+            why = f'saved for map epoch {saved.epoch}, the run continues map epoch {epoch}'
+        elif source is ScaleSource.ODOMETRY and saved.estimator is not None and not np.allclose(
+                saved.estimator.base_to_camera, self.inputs.base_to_camera,
+                atol=LEVER_TOLERANCE_M):
+            why = 'saved for another --base-to-camera'
+        if why is not None:
+            return None, f'not resumed: {why}; the scale starts over'
+        return saved, 'resumed from the saved state'
+
+    def _fit(self, results: Sequence[FrameResult], first_index: int,
+             start: Optional[SavedScale]) -> OfflineScale:
         stamps = [r.stamp_ns * 1e-9 for r in results]
         poses = np.stack([r.pose_c2w for r in results])
         windows = [r.window_index for r in results]
-        frames = [r.index for r in results]
+        inputs = len(self.odometry.paired) if self.odometry is not None else \
+            len(self.depth_files)
+        # each result's input frame in this run (a frame saved before the run has none)
+        frames = np.array([r.index - first_index for r in results], dtype=np.int64)
+        here = (frames >= 0) & (frames < inputs)
         if self.odometry is not None:
-            paired = PairedOdometry(self.odometry.paired[frames],
-                                    self.odometry.base_in_odom[frames])
-            return fit_odometry_offline(stamps, poses, windows, paired,
-                                        self.inputs.base_to_camera)
-        sensor = _Lazy(lambda i: self.load_depth(self.depth_files[frames[i]]), len(frames))
-        return fit_depth_offline(stamps, poses, windows, [r.depth for r in results], sensor)
+            paired = np.zeros(len(results), dtype=bool)
+            base = np.full((len(results), 4, 4), np.nan)
+            paired[here] = self.odometry.paired[frames[here]]
+            base[here] = self.odometry.base_in_odom[frames[here]]
+            return fit_odometry_offline(stamps, poses, windows, PairedOdometry(paired, base),
+                                        self.inputs.base_to_camera, start=start)
+        sensor = _Lazy(lambda i: self.load_depth(self.depth_files[frames[i]]) if here[i]
+                       else None, len(frames))
+        return fit_depth_offline(stamps, poses, windows, [r.depth for r in results], sensor,
+                                 start=start)
 
 
 class _Lazy(Sequence):
@@ -325,12 +376,16 @@ class RunScale:
 
     :attr:`metric` only when every map got a scale; otherwise every output keeps model
     units (NaN scales) and :attr:`message` says which map lacked one and why.
-    ``windows [N]`` is each frame's model window, in the run's order.
+    ``windows [N]`` is each frame's model window, in the run's order; ``epochs`` the
+    maps' epochs, in the order of ``fits``.
     """
 
     def __init__(self, fits: Sequence[Tuple[np.ndarray, OfflineScale]],
-                 windows: Sequence[int]) -> None:
+                 windows: Sequence[int], epochs: Sequence[int],
+                 resumed: Optional[str] = None) -> None:
         self.fits = tuple(fits)
+        self.epochs = [int(e) for e in epochs]
+        self.resumed = resumed  # what became of a saved scale (None: none was given)
         self._windows = [int(w) for w in windows]
         self._metric: List[Optional[MetricFrame]] = [None] * len(self._windows)
         for rows, fit in self.fits:
@@ -344,6 +399,12 @@ class RunScale:
     @property
     def source(self) -> ScaleSource:
         return self.fits[0][1].source if self.fits else ScaleSource.NONE
+
+    def saved(self) -> Optional[SavedScale]:
+        """Return the last map's scale, to save with the stream (None: the run had no frame)."""
+        if not self.fits:
+            return None
+        return self.fits[-1][1].saved(self.epochs[-1], self.metric)
 
     @property
     def message(self) -> str:

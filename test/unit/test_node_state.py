@@ -14,15 +14,18 @@
 
 """The node's save and resume without DDS: who does what, in which order, and what is said."""
 
+from concurrent.futures import Future
 import threading
 import time
 
 from doubles import LandsAtOnce
 from lingbot_ros.ros.camera import CameraStream, RESIZE_AFTER
 from lingbot_ros.ros.map_thread import MapThread
+from lingbot_ros.ros.outputs import SavedOutputs
 from lingbot_ros.ros.reasons import Rejection
 from lingbot_ros.ros.resume import apply_resumes, resume_paths, resume_sessions, state_file
 from lingbot_ros.ros.resume_status import ResumeOutcome, ResumeStatus
+from lingbot_ros.ros.scale_feed import ScaleFeed
 from lingbot_ros.ros.state_service import capture_all, write_all
 from lingbot_ros.ros.worker import Frame, FrameQueue, Worker
 from lingbot_ros.streaming.config import EngineConfig, StreamConfig
@@ -32,6 +35,7 @@ from lingbot_ros.streaming.map_cloud import MapCloudConfig
 from lingbot_ros.streaming.parameters import as_values, parse
 from lingbot_ros.streaming.relocalise import KeyframePositions, ResumeReport
 from lingbot_ros.streaming.result import FrameResult, FrameType
+from lingbot_ros.streaming.state import PublishedTrack
 import numpy as np
 import pytest
 
@@ -68,6 +72,13 @@ class Sink:
 
     def report(self, cam, topic, text, level):
         pass
+
+    def export(self, cam):
+        """Copy the camera's track as the output thread does (no scale source here)."""
+        done = Future()
+        done.set_result(SavedOutputs(scale=None,
+                                     track=PublishedTrack.of(cam.track.records(), 'optical')))
+        return done
 
 
 # --- the worker runs a job between frames ------------------------------------------------
@@ -248,14 +259,15 @@ def test_a_saved_camera_resumes_with_its_map_and_track(engine, tmp_path):
     maps = MapThread(2, map_cfg)
     maps.start()
     cams = [_camera(engine, 0, 'a', cfg), _camera(engine, 1, 'b', cfg)]
-    worker = Worker(cams, FrameQueue(2, 8), Sink(maps), lambda: cfg)
+    sink = Sink(maps)
+    worker = Worker(cams, FrameQueue(2, 8), sink, lambda: cfg)
     rng = np.random.default_rng(0)
     for i in range(5):
         worker.process(Frame(0, rng.integers(0, 256, (40, 60, 3), dtype=np.uint8), 100 + i,
                              time.monotonic(), 'a'))
     try:
         taken = worker.run_between_frames(
-            lambda: capture_all(worker, maps, engine.state_identity())).result(10)
+            lambda: capture_all(worker, maps, engine.state_identity(), sink)).result(10)
         assert [t.camera.name for t in taken] == ['a']  # b saw no frame: nothing to save
         written, failed = write_all(tmp_path, taken, 'optical')
         assert maps.drain(10)
@@ -263,7 +275,7 @@ def test_a_saved_camera_resumes_with_its_map_and_track(engine, tmp_path):
         maps.stop()
     assert failed == [] and len(written) == 1
     assert written[0].startswith(f"{state_file(tmp_path, 'a')} (")
-    assert 'frame 5' in written[0] and 'map voxels' in written[0]
+    assert 'frame 5' in written[0] and 'map voxels, 5 track poses)' in written[0]
     # resume: camera a continues; b has no file: refused, or without resume_required fresh
     fresh = [engine.new_session(n, cfg) for n in ('a', 'b')]
     log = Log()
@@ -277,7 +289,7 @@ def test_a_saved_camera_resumes_with_its_map_and_track(engine, tmp_path):
     back = [CameraStream(i, n, f'/{n}', s, window=10)
             for i, (n, s) in enumerate(zip(('a', 'b'), fresh))]
     maps2 = MapThread(2, map_cfg)
-    apply_resumes(resumed, back, maps2, lenient, log)
+    apply_resumes(resumed, back, maps2, ScaleFeed(lenient, ['a', 'b'], 14, log), lenient, log)
     assert np.array_equal(maps2.rows(0)[0], maps.rows(0)[0]) and maps2.counters(0).points > 0
     before = cams[0].track.records()
     assert [s for s, _ in back[0].track.records()] == [s for s, _ in before] == list(
@@ -286,6 +298,8 @@ def test_a_saved_camera_resumes_with_its_map_and_track(engine, tmp_path):
                                   np.stack([p for _, p in before]))
     assert back[0].track.previous[0] == 104 and len(back[0].track.path()) == 5
     assert back[0].resume.map_note.endswith('voxels restored')
+    assert back[0].resume.track_note == '5 poses restored'  # the saved track, as it was sent
+    assert back[0].resume.scale_note == 'none in the file'  # scale_source none: no scale part
     assert back[1].resume.outcome is ResumeOutcome.REFUSED and len(back[1].track) == 0
     # the resumed camera goes on as the saved one does
     worker2 = Worker(back, FrameQueue(2, 8), Sink(), lambda: cfg)

@@ -139,3 +139,42 @@ def test_the_messages_follow_the_node_state_and_say_its_text():
             assert message == 'waiting for images on /front/image'
         else:
             assert message == f'{state.value}: not subscribed (input /front/image once active)'
+
+
+def _resumed(distance):
+    """Return a resume whose first resumed frame lay ``distance`` model units off the map."""
+    import numpy as np
+    from lingbot_ros.ros.resume_status import ResumeOutcome, ResumeStatus
+    from lingbot_ros.streaming.relocalise import KeyframePositions, ResumeReport
+    from lingbot_ros.streaming.result import FrameResult, FrameType
+    saved = KeyframePositions(map_epoch=0, index=np.arange(1), stamp_ns=np.arange(1),
+                              position=np.zeros((1, 3)))
+    report = ResumeReport(saved, frames=10)
+    pose, k = np.eye(4), np.eye(3)
+    pose[0, 3] = distance
+    report.observe(FrameResult(stamp_ns=5, index=5, frame_type=FrameType.KEYFRAME,
+                               pose_c2w=pose, pose_enc=np.zeros(9, np.float32), intrinsics=k,
+                               intrinsics_model=k, input_hw=(4, 4), model_hw=(4, 4)))
+    return ResumeStatus('f', ResumeOutcome.RESUMED, report=report, scale_note='restored: fitted',
+                        track_note='3 poses restored')
+
+
+def test_resume_distances_are_said_in_metres_once_the_camera_is_metric():
+    from lingbot_ros.ros.camera_scale import ScaleReport
+    cam = _cam()
+    cam.resume = _resumed(0.4)
+    name = diagnostics.camera_status_name(INFO.node, 'front')
+    said = {}
+    for units, scale in (('model', None), ('metre', 2.5)):
+        report = ScaleReport(source='fixed', state='fitted', units=units, scale=scale)
+        _, _, v = status_of(diagnostics.build(INFO, [cam], DIAG, Time(), 1.0,
+                                              scales={0: report}), name)
+        said[units] = v
+    assert said['model']['resume_distance_unit'] == 'model units'
+    assert float(said['model']['resume_distance_median']) == 0.4
+    assert said['model']['resume_state'] == 'relocalised within 0.4 model units'
+    assert said['metre']['resume_distance_unit'] == 'm'
+    assert float(said['metre']['resume_distance_median']) == 1.0
+    assert said['metre']['resume_state'] == 'relocalised within 1 m'
+    assert said['metre']['resume_scale'] == 'restored: fitted'
+    assert said['metre']['resume_track'] == '3 poses restored'

@@ -21,5 +21,6 @@ model unit is estimated per window from an outside source: the robot's odometry
 (:mod:`.odometry`), a registered depth sensor (:mod:`.depth`) or a fixed number
 (:mod:`.estimate`). :mod:`.metric` applies the windows' scales so the metric trajectory
 stays continuous where windows meet; :mod:`.offline` runs the odometry or depth fit over
-a recorded run. No ROS here.
+a recorded run; :mod:`.saved` holds one camera's scale state, exactly, for a saved stream
+to resume with. No ROS here.
 """

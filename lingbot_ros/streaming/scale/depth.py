@@ -32,8 +32,8 @@ from dataclasses import dataclass
 import math
 from typing import Deque, NamedTuple, Optional, Tuple
 
-from lingbot_ros.streaming.scale.estimate import (ScaleEstimate, ScaleSource, ScaleState,
-                                                  WindowFit, WindowScales)
+from lingbot_ros.streaming.scale.estimate import (SavedBook, ScaleEstimate, ScaleSource,
+                                                  ScaleState, WindowFit, WindowScales)
 from lingbot_ros.streaming.scale.robust import MEDIAN_ABS_1D, OUTLIER_ABS_1D, robust_sigma
 import numpy as np
 
@@ -165,6 +165,22 @@ class _Frame(NamedTuple):
     ratio: DepthRatio
 
 
+@dataclass(frozen=True)
+class SavedDepth:
+    """
+    A :class:`DepthScale` at one instant, whole: the book and the newest window's frames.
+
+    ``stamps_s [n]`` and ``ratios`` (oldest first, at most ``max_frames``) are the frames
+    the window's next refit pools with the next one.
+    """
+
+    book: SavedBook
+    window: Optional[int]
+    stamps_s: np.ndarray
+    ratios: Tuple[DepthRatio, ...]
+    rejected: int
+
+
 class DepthScale:
     """
     Online depth scale per model window.
@@ -251,3 +267,32 @@ class DepthScale:
         self._book.reset()
         self._window = None
         self._frames.clear()
+
+    def export(self) -> SavedDepth:
+        """Return a copy of the whole state (the estimator goes on)."""
+        return SavedDepth(book=self._book.export(), window=self._window,
+                          stamps_s=np.array([f.stamp_s for f in self._frames], dtype=np.float64),
+                          ratios=tuple(f.ratio for f in self._frames), rejected=self.rejected)
+
+    @classmethod
+    def restored(cls, saved: SavedDepth,
+                 config: DepthScaleConfig = DepthScaleConfig()) -> 'DepthScale':
+        """
+        Return an estimator that goes on exactly where ``saved`` stopped.
+
+        More frames than ``config.max_frames``, or frames without a window, are a ValueError.
+        """
+        est = cls(config)
+        n = len(saved.ratios)
+        if saved.stamps_s.shape != (n,):
+            raise ValueError(f'{saved.stamps_s.shape} depth frame stamps for {n} ratios')
+        if n > config.max_frames:
+            raise ValueError(f'{n} depth frames, more than max_frames ({config.max_frames})')
+        if saved.window != saved.book.latest or (n and saved.window is None):
+            raise ValueError(f'depth frames of window {saved.window}, the newest window is '
+                             f'{saved.book.latest}')
+        est._book.restore(saved.book)
+        est._window = None if saved.window is None else int(saved.window)
+        est._frames.extend(_Frame(float(t), r) for t, r in zip(saved.stamps_s, saved.ratios))
+        est.rejected = int(saved.rejected)
+        return est

@@ -29,7 +29,7 @@ import bisect
 from dataclasses import dataclass, field
 from enum import Enum
 import math
-from typing import Dict, Optional, Protocol
+from typing import Dict, Optional, Protocol, Tuple
 
 import numpy as np
 
@@ -142,6 +142,24 @@ class ScaleEstimator(Protocol):
         """Return the scale window ``window_index`` (default: the latest) uses, at ``now_s``."""
 
 
+@dataclass(frozen=True)
+class SavedBook:
+    """
+    A :class:`WindowScales` at one instant: every window's own fit, the newest window, the version.
+
+    ``fits`` ascend by window; ``latest`` is None before any sample.
+    """
+
+    fits: Tuple[Tuple[int, WindowFit], ...]
+    latest: Optional[int]
+    version: int
+
+
+def usable_fit(fit: WindowFit) -> bool:
+    """Whether a fit's value can be a window's scale (finite, positive, finite uncertainty)."""
+    return math.isfinite(fit.scale) and fit.scale > 0 and math.isfinite(fit.sigma)
+
+
 class WindowScales:
     """
     Accepted fits per window and the rule that picks the value a window uses.
@@ -180,7 +198,7 @@ class WindowScales:
 
     def accept(self, window_index: int, fit: WindowFit) -> None:
         """Make ``fit`` window ``window_index``'s own value (replacing an older one)."""
-        if not (math.isfinite(fit.scale) and fit.scale > 0 and math.isfinite(fit.sigma)):
+        if not usable_fit(fit):
             raise ValueError(f'not a usable scale fit: {fit.scale} +- {fit.sigma}')
         window_index = int(window_index)
         if window_index not in self._fits:
@@ -217,6 +235,29 @@ class WindowScales:
         self._fitted.clear()
         self._latest = None
         self._version += 1
+
+    def export(self) -> SavedBook:
+        """Return the book as it is now (the fits are frozen: shared, not copied)."""
+        return SavedBook(fits=tuple((w, self._fits[w]) for w in self._fitted),
+                         latest=self._latest, version=self._version)
+
+    def restore(self, saved: SavedBook) -> None:
+        """Take a saved book whole; ValueError (nothing changed) if it cannot be one."""
+        windows = [int(w) for w, _ in saved.fits]
+        if any(w < 0 for w in windows) or windows != sorted(set(windows)):
+            raise ValueError(f'fitted windows {windows} are not distinct, ascending and >= 0')
+        for w, fit in saved.fits:
+            if not usable_fit(fit):
+                raise ValueError(f'window {w} holds no usable scale: {fit.scale} +- {fit.sigma}')
+        if windows and (saved.latest is None or saved.latest < windows[-1]):
+            raise ValueError(f'newest window {saved.latest} is before fitted window {windows[-1]}')
+        if saved.version < len(windows):
+            raise ValueError(f'version {saved.version} counts fewer fits than the '
+                             f'{len(windows)} windows hold')
+        self._fits = {int(w): fit for w, fit in saved.fits}
+        self._fitted = windows
+        self._latest = None if saved.latest is None else int(saved.latest)
+        self._version = int(saved.version)
 
 
 class FixedScale:

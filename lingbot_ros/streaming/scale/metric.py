@@ -32,7 +32,9 @@ so a refit moves later windows with it instead of tearing the trajectory apart.
 
 from __future__ import annotations
 
-from typing import Dict, List, Optional
+from dataclasses import dataclass
+from enum import Enum
+from typing import Dict, List, Optional, Tuple
 
 from lingbot_ros.streaming.scale.estimate import ScaleEstimate, ScaleEstimator
 import numpy as np
@@ -41,6 +43,29 @@ import numpy as np
 # residuals, and a zero variance tells a filter to trust a pose absolutely.
 POSITION_VARIANCE_FLOOR_M2 = 1e-6
 ROTATION_VARIANCE_FLOOR_RAD2 = 1e-6
+
+
+class FrameKind(Enum):
+    """Where a camera's outputs are published (its track and map hold one kind only)."""
+
+    WITHHELD = 'withheld until map -> odom is set'  # the map -> odom camera, before
+    MODEL = 'model units'
+    METRIC = 'metres'
+    ANCHORED = 'metres, map anchored to odom'
+
+
+@dataclass(frozen=True)
+class SavedMetricFrame:
+    """
+    A :class:`MetricFrame`'s anchors at one instant (what its conversions rest on).
+
+    ``windows`` in observation order with ``anchors [k, 3]`` (model units); ``last [3]``
+    the newest observed camera position (None before any).
+    """
+
+    windows: Tuple[int, ...]
+    anchors: np.ndarray
+    last: Optional[np.ndarray]
 
 
 class MetricFrame:
@@ -81,6 +106,31 @@ class MetricFrame:
     def reset(self) -> None:
         """Forget all anchors (a new map frame)."""
         self._clear()
+
+    def export(self) -> SavedMetricFrame:
+        """Return a copy of the anchors (the scales are the estimator's own to save)."""
+        return SavedMetricFrame(
+            windows=tuple(self._order),
+            anchors=np.array([self._anchors[w] for w in self._order]).reshape(-1, 3),
+            last=None if self._last is None else self._last.copy())
+
+    def restore(self, saved: SavedMetricFrame) -> None:
+        """Take saved anchors whole (with this frame's estimator); ValueError if they cannot be."""
+        windows = [int(w) for w in saved.windows]
+        anchors = np.asarray(saved.anchors, dtype=np.float64)
+        if len(set(windows)) != len(windows) or anchors.shape != (len(windows), 3):
+            raise ValueError(f'metric frame anchors {anchors.shape} for windows {windows}: '
+                             'expected one position per distinct window')
+        last = None if saved.last is None else np.asarray(saved.last, dtype=np.float64)
+        if (last is None) != (not windows) or (last is not None and last.shape != (3,)):
+            raise ValueError('a metric frame with windows needs its newest position, and only '
+                             'then')
+        if not (np.all(np.isfinite(anchors)) and (last is None or np.all(np.isfinite(last)))):
+            raise ValueError('metric frame anchors are not finite')
+        self._clear()
+        self._order = windows
+        self._anchors = {w: a.copy() for w, a in zip(windows, anchors)}
+        self._last = None if last is None else last.copy()
 
     def _refresh(self) -> None:
         key = (self._estimator.version, len(self._order))

@@ -48,8 +48,8 @@ import math
 from typing import Deque, NamedTuple, Optional
 
 from lingbot_ros.streaming.robot_frame import camera_in_odom
-from lingbot_ros.streaming.scale.estimate import (ScaleEstimate, ScaleSource, ScaleState,
-                                                  WindowFit, WindowScales)
+from lingbot_ros.streaming.scale.estimate import (SavedBook, ScaleEstimate, ScaleSource,
+                                                  ScaleState, WindowFit, WindowScales)
 from lingbot_ros.streaming.scale.robust import (cauchy_weights, MEDIAN_NORM_3D,
                                                 OUTLIER_NORM_3D, robust_sigma)
 import numpy as np
@@ -234,6 +234,29 @@ def fit_similarity(camera_in_map: np.ndarray, camera_in_odom_m: np.ndarray,
         rotation_cov_rad2=rot_res[inl].T @ rot_res[inl] / n_in)
 
 
+@dataclass(frozen=True)
+class SavedOdometry:
+    """
+    An :class:`OdometryScale` at one instant, whole: what its next sample and estimate read.
+
+    ``base_to_camera [4, 4]`` is the lever arm it fits for; the newest window's samples
+    (at most ``max_samples``, oldest first) are ``stamps_s [n]`` and ``camera_in_map``,
+    ``camera_in_odom``, ``base_in_odom`` ``[n, 4, 4]``; ``last_fit`` is that window's
+    latest accepted fit.
+    """
+
+    base_to_camera: np.ndarray
+    book: SavedBook
+    window: Optional[int]
+    stamps_s: np.ndarray
+    camera_in_map: np.ndarray
+    camera_in_odom: np.ndarray
+    base_in_odom: np.ndarray
+    last_fit: Optional[SimilarityFit]
+    verdict: FitVerdict
+    rejected: int
+
+
 class _Sample(NamedTuple):
     stamp_s: float
     camera_in_map: np.ndarray   # [4, 4] model units
@@ -372,3 +395,47 @@ class OdometryScale:
         self._samples.clear()
         self._last_fit = None
         self._verdict = FitVerdict.NOT_TRIED
+
+    def export(self) -> SavedOdometry:
+        """Return a copy of the whole state (samples copied: the estimator goes on)."""
+        def stack(name: str) -> np.ndarray:
+            return np.stack([getattr(s, name) for s in self._samples]) if self._samples \
+                else np.zeros((0, 4, 4))
+        return SavedOdometry(
+            base_to_camera=self._lever.copy(), book=self._book.export(), window=self._window,
+            stamps_s=np.array([s.stamp_s for s in self._samples], dtype=np.float64),
+            camera_in_map=stack('camera_in_map'), camera_in_odom=stack('camera_in_odom'),
+            base_in_odom=stack('base_in_odom'), last_fit=self._last_fit,
+            verdict=self._verdict, rejected=self.rejected)
+
+    @classmethod
+    def restored(cls, saved: SavedOdometry,
+                 config: OdometryScaleConfig = OdometryScaleConfig()) -> 'OdometryScale':
+        """
+        Return an estimator that goes on exactly where ``saved`` stopped.
+
+        Fed the same later samples, it gives the very estimates the saved one would have.
+        A state it cannot hold (more samples than ``config.max_samples``, arrays of other
+        shapes, samples without a window) is a ValueError.
+        """
+        est = cls(saved.base_to_camera, config)
+        n = len(saved.stamps_s)
+        if saved.stamps_s.shape != (n,) or any(
+                getattr(saved, k).shape != (n, 4, 4)
+                for k in ('camera_in_map', 'camera_in_odom', 'base_in_odom')):
+            raise ValueError(f'odometry samples of shapes {saved.stamps_s.shape}, '
+                             f'{saved.camera_in_map.shape}, {saved.camera_in_odom.shape}, '
+                             f'{saved.base_in_odom.shape} do not pair up')
+        if n > config.max_samples:
+            raise ValueError(f'{n} odometry samples, more than max_samples '
+                             f'({config.max_samples})')
+        if saved.window != saved.book.latest or (n and saved.window is None):
+            raise ValueError(f'odometry samples of window {saved.window}, the newest window '
+                             f'is {saved.book.latest}')
+        est._book.restore(saved.book)
+        est._window = None if saved.window is None else int(saved.window)
+        rows = zip(saved.stamps_s, saved.camera_in_map, saved.camera_in_odom, saved.base_in_odom)
+        est._samples.extend(_Sample(float(t), c.copy(), o.copy(), b.copy()) for t, c, o, b in rows)
+        est._last_fit, est._verdict = saved.last_fit, saved.verdict
+        est.rejected = int(saved.rejected)
+        return est

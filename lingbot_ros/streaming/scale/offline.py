@@ -19,21 +19,27 @@ The frames are fed in stream order to the same online estimator the node uses; w
 the run is over each frame takes its window's final value, so the outputs are in
 metres with one scale per window and one metric frame (:class:`~.metric.MetricFrame`).
 Where no window's fit is observable, every scale is NaN, the poses stay in model units
-and :attr:`OfflineScale.message` says so: nothing is invented.
+and :attr:`OfflineScale.message` says so: nothing is invented. A fit may start from a
+saved scale (``start``: the replay tool's ``--resume``): the estimator and metric frame
+then go on where the saved run left them, as if it had never stopped, and
+:meth:`OfflineScale.saved` gives the state to save at the end.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional, Sequence, Tuple
+from typing import Optional, Sequence, Tuple, Union
 
 from lingbot_ros.streaming.robot_frame import PairedOdometry
-from lingbot_ros.streaming.scale.depth import DepthScale, DepthScaleConfig
-from lingbot_ros.streaming.scale.estimate import (ScaleEstimate, ScaleEstimator, ScaleSource,
-                                                  ScaleState)
-from lingbot_ros.streaming.scale.metric import MetricFrame
-from lingbot_ros.streaming.scale.odometry import OdometryScale, OdometryScaleConfig
+from lingbot_ros.streaming.scale.depth import DepthScale, DepthScaleConfig, SavedDepth
+from lingbot_ros.streaming.scale.estimate import ScaleEstimate, ScaleSource, ScaleState
+from lingbot_ros.streaming.scale.metric import FrameKind, MetricFrame
+from lingbot_ros.streaming.scale.odometry import (OdometryScale, OdometryScaleConfig,
+                                                  SavedOdometry)
+from lingbot_ros.streaming.scale.saved import SavedScale
 import numpy as np
+
+Estimator = Union[OdometryScale, DepthScale]
 
 
 @dataclass(frozen=True)
@@ -45,7 +51,8 @@ class OfflineScale:
     ``windows`` holds one estimate per window of the run, ascending. ``metric_poses
     [N, 4, 4]`` are the camera-to-map poses in metres (model units where no scale);
     ``metric`` converts the run's points and depths (``metric.points(x, window)``).
-    ``samples`` counts the frames offered to the fit (with odometry or depth).
+    ``samples`` counts the frames offered to the fit (with odometry or depth);
+    ``estimator`` is the fit's, as the last frame left it.
     """
 
     source: ScaleSource
@@ -55,7 +62,15 @@ class OfflineScale:
     metric: MetricFrame
     metric_poses: np.ndarray
     samples: int
+    estimator: Estimator
     reason: str = ''
+
+    def saved(self, epoch: int, metric: bool) -> SavedScale:
+        """Return the fit's state to save with the stream (map ``epoch``; outputs in metres?)."""
+        return SavedScale(source=self.source, drives=False, fixed_scale=None,
+                          estimator=self.estimator.export(), metric=self.metric.export(),
+                          anchor=None, epoch=int(epoch),
+                          frame=FrameKind.METRIC if metric else FrameKind.MODEL)
 
     @property
     def observable(self) -> bool:
@@ -86,7 +101,7 @@ def _checked(stamps_s: Sequence[float], poses_c2w: np.ndarray,
     return stamps, poses, windows
 
 
-def _result(source: ScaleSource, estimator: ScaleEstimator, metric: MetricFrame,
+def _result(source: ScaleSource, estimator: Estimator, metric: MetricFrame,
             poses: np.ndarray, windows: np.ndarray, samples: int, reason: str) -> OfflineScale:
     per_window = {int(w): estimator.estimate(int(w)) for w in np.unique(windows)}
     frame_est = [per_window[int(w)] for w in windows]
@@ -95,13 +110,23 @@ def _result(source: ScaleSource, estimator: ScaleEstimator, metric: MetricFrame,
         if len(poses) else np.zeros((0, 4, 4))
     return OfflineScale(source=source, scales=scales, states=tuple(e.state for e in frame_est),
                         windows=tuple(per_window[w] for w in sorted(per_window)), metric=metric,
-                        metric_poses=metric_poses, samples=samples, reason=reason)
+                        metric_poses=metric_poses, samples=samples, estimator=estimator,
+                        reason=reason)
+
+
+def _metric(estimator: Estimator, start: SavedScale) -> MetricFrame:
+    """Return the metric frame of a restored estimator, with the saved anchors."""
+    metric = MetricFrame(estimator)
+    if start.metric is not None:
+        metric.restore(start.metric)
+    return metric
 
 
 def fit_odometry_offline(stamps_s: Sequence[float], poses_c2w: np.ndarray,
                          window_indices: Sequence[int], odometry: PairedOdometry,
                          base_to_camera: np.ndarray,
-                         config: OdometryScaleConfig = OdometryScaleConfig()) -> OfflineScale:
+                         config: OdometryScaleConfig = OdometryScaleConfig(),
+                         start: Optional[SavedScale] = None) -> OfflineScale:
     """
     Fit each window's scale to the base's odometry paired with the frames.
 
@@ -109,10 +134,16 @@ def fit_odometry_offline(stamps_s: Sequence[float], poses_c2w: np.ndarray,
     units) and ``window_indices [N]`` of one map frame, in stream order; ``odometry``
     from :func:`~lingbot_ros.streaming.robot_frame.read_base_trajectory` for the same
     stamps; ``base_to_camera [4, 4]`` the camera's pose in ``base_frame`` (metres).
+    ``start``: a saved odometry scale of the same map to go on from (its own lever arm;
+    a ValueError if it cannot be restored).
     """
     stamps, poses, windows = _checked(stamps_s, poses_c2w, window_indices, odometry.paired)
-    estimator = OdometryScale(base_to_camera, config)
-    metric = MetricFrame(estimator)
+    if start is not None and isinstance(start.estimator, SavedOdometry):
+        estimator = OdometryScale.restored(start.estimator, config)
+        metric = _metric(estimator, start)
+    else:
+        estimator = OdometryScale(base_to_camera, config)
+        metric = MetricFrame(estimator)
     for i in range(len(stamps)):
         metric.observe(int(windows[i]), poses[i])
         if odometry.paired[i]:
@@ -127,7 +158,8 @@ def fit_depth_offline(stamps_s: Sequence[float], poses_c2w: np.ndarray,
                       window_indices: Sequence[int],
                       model_depths: Sequence[Optional[np.ndarray]],
                       sensor_depths_m: Sequence[Optional[np.ndarray]],
-                      config: DepthScaleConfig = DepthScaleConfig()) -> OfflineScale:
+                      config: DepthScaleConfig = DepthScaleConfig(),
+                      start: Optional[SavedScale] = None) -> OfflineScale:
     """
     Fit each window's scale to a depth sensor's images of the frames.
 
@@ -136,8 +168,12 @@ def fit_depth_offline(stamps_s: Sequence[float], poses_c2w: np.ndarray,
     """
     stamps, poses, windows = _checked(stamps_s, poses_c2w, window_indices, model_depths,
                                       sensor_depths_m)
-    estimator = DepthScale(config)
-    metric = MetricFrame(estimator)
+    if start is not None and isinstance(start.estimator, SavedDepth):
+        estimator = DepthScale.restored(start.estimator, config)
+        metric = _metric(estimator, start)
+    else:
+        estimator = DepthScale(config)
+        metric = MetricFrame(estimator)
     samples = 0
     for i in range(len(stamps)):
         metric.observe(int(windows[i]), poses[i])
