@@ -259,18 +259,19 @@ class LingbotNode(OurParameters, LifecycleNode):
         self._listened = Listened(depth=False, points=False)  # no publishers yet
         self.params, self._stream_cfg = params, stream_config(params, self._listened)
         self._follow_map_switches()
-        self.cameras = [CameraStream(i, n, self._input_topic(t, params), s, STATS_WINDOW)
-                        for i, (n, t, s) in enumerate(zip(names, params.camera_topics,
-                                                          sessions))]
-        for cam in self.cameras:
+        cameras = [CameraStream(i, n, self._input_topic(t, params), s, STATS_WINDOW)
+                   for i, (n, t, s) in enumerate(zip(names, params.camera_topics, sessions))]
+        for cam in cameras:
             cam.sliding_window = stream_cfg.sliding_window
-        self._queue = FrameQueue(len(self.cameras), params.queue_size)
-        self._worker = Worker(self.cameras, self._queue, self._out, self.current_stream_config)
-        self._maps = MapThread(len(self.cameras), map_config(params),
+        self._queue = FrameQueue(len(cameras), params.queue_size)
+        self._worker = Worker(cameras, self._queue, self._out, self.current_stream_config)
+        self._maps = MapThread(len(cameras), map_config(params),
                                max_keyframe_images=params.colmap_max_keyframes)
         self._out.map_restarts = {}
         self._out.scale = ScaleFeed(params, names, engine.model_config.patch_size, log)
-        apply_resumes(resumed, self.cameras, self._maps, self._out.scale, params, log)
+        apply_resumes(resumed, cameras, self._maps, self._out.scale, params, log)
+        # the diagnostics timer reads the cameras from here on: each has its scale and resume
+        self.cameras = cameras
         self._maps.start()
         self._converter = ImageConverter(params.use_cv_bridge, params.max_input_pixels)
         self._fill_info(engine, engine_cfg)
