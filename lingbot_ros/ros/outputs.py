@@ -49,7 +49,7 @@ from lingbot_ros.ros.worker import Output
 from lingbot_ros.streaming.parameters import Params
 from lingbot_ros.streaming.result import FrameResult
 from lingbot_ros.streaming.scale.saved import SavedScale
-from lingbot_ros.streaming.state import PublishedTrack
+from lingbot_ros.streaming.trajectory import PublishedTrack
 from nav_msgs.msg import Odometry, Path as PathMsg
 from rclpy.node import Node
 from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy

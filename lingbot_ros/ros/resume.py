@@ -50,7 +50,7 @@ from lingbot_ros.streaming.map_state import MapVoxels
 from lingbot_ros.streaming.parameters import Params
 from lingbot_ros.streaming.scale.metric import FrameKind
 from lingbot_ros.streaming.scale.saved import SavedScale
-from lingbot_ros.streaming.state_file import PublishedTrack
+from lingbot_ros.streaming.trajectory import PublishedTrack
 
 STATE_SUFFIX = '_state.safetensors'   # ~/save_state writes <trajectory_dir>/<camera><this>
 

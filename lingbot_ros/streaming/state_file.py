@@ -67,6 +67,7 @@ from lingbot_ros.streaming.preprocess import Prepared
 from lingbot_ros.streaming.relocalise import KeyframePositions
 from lingbot_ros.streaming.scale import saved as saved_scale
 from lingbot_ros.streaming.scale.saved import SavedScale
+from lingbot_ros.streaming.trajectory import PublishedTrack
 from lingbot_ros.streaming.windows import Kept, Sim3, WindowsState, WindowState
 import numpy as np
 import torch
@@ -135,31 +136,6 @@ class SessionState:
     trajectory: Tuple[Tuple[int, np.ndarray], ...]
     keyframes: KeyframePositions
     windows: WindowsState
-
-
-@dataclass(frozen=True)
-class PublishedTrack:
-    """
-    A camera's published track: ``stamp_ns [n]`` and ``pose [n, 4, 4]`` as they were sent.
-
-    ``frame``: the map convention the poses are in (metres where the camera's scale part
-    says its outputs were metric, else model units).
-    """
-
-    frame: str
-    stamp_ns: np.ndarray
-    pose: np.ndarray
-
-    @staticmethod
-    def of(records: list, frame: str) -> 'PublishedTrack':
-        """Return a copy of ``(stamp_ns, pose)`` records (a track's, oldest first)."""
-        return PublishedTrack(
-            frame=frame, stamp_ns=np.array([s for s, _ in records], dtype=np.int64),
-            pose=np.array([p for _, p in records], dtype=np.float64).reshape(-1, 4, 4))
-
-    def records(self) -> list:
-        """Return the ``(stamp_ns, pose)`` pairs, oldest first."""
-        return [(int(s), p) for s, p in zip(self.stamp_ns, self.pose)]
 
 
 # --- writing -----------------------------------------------------------------------------

@@ -28,6 +28,7 @@ OpenCV camera axes; T is the camera centre. The TUM file therefore holds E as is
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Mapping, Optional, Sequence, Union
 
@@ -217,3 +218,28 @@ def write_npz(path: PathLike, arrays: Mapping[str, np.ndarray]) -> None:
     """Write named arrays as an uncompressed ``.npz`` (the fixtures' format), whole."""
     with atomic_file(path) as fh:
         np.savez(fh, **{k: np.asarray(v) for k, v in arrays.items()})
+
+
+@dataclass(frozen=True)
+class PublishedTrack:
+    """
+    A camera's published track: ``stamp_ns [n]`` and ``pose [n, 4, 4]`` as they were sent.
+
+    ``frame``: the map convention the poses are in (metres where the camera's scale part
+    says its outputs were metric, else model units).
+    """
+
+    frame: str
+    stamp_ns: np.ndarray
+    pose: np.ndarray
+
+    @staticmethod
+    def of(records: list, frame: str) -> 'PublishedTrack':
+        """Return a copy of ``(stamp_ns, pose)`` records (a track's, oldest first)."""
+        return PublishedTrack(
+            frame=frame, stamp_ns=np.array([s for s, _ in records], dtype=np.int64),
+            pose=np.array([p for _, p in records], dtype=np.float64).reshape(-1, 4, 4))
+
+    def records(self) -> list:
+        """Return the ``(stamp_ns, pose)`` pairs, oldest first."""
+        return [(int(s), p) for s, p in zip(self.stamp_ns, self.pose)]
