@@ -23,6 +23,19 @@ def _nothing() -> None:
     return None
 
 
+class RecordingLog:
+    """A logger that keeps each line as ``(level, text)``: INFO or WARN."""
+
+    def __init__(self) -> None:
+        self.lines: list = []
+
+    def info(self, text: str) -> None:
+        self.lines.append(('INFO', text))
+
+    def warning(self, text: str) -> None:
+        self.lines.append(('WARN', text))
+
+
 class LandsAtOnce:
     """
     ``Session.submit``'s surface over the subclass's ``step``: nothing is left in flight.

@@ -20,6 +20,7 @@ loopback in a domain of its own; this process publishes images, reads the poses,
 ``camera_info`` and ``~/map_points``, calls the service and opens the model with pycolmap.
 """
 
+from functools import partial
 import os
 from pathlib import Path
 import subprocess
@@ -31,6 +32,7 @@ from lingbot_ros.streaming.trajectory import quat_to_matrix
 import numpy as np
 import pytest
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
+from ros_images import random_image, stamp_of
 from sensor_msgs.msg import CameraInfo, Image, PointCloud2
 from std_srvs.srv import Trigger
 
@@ -79,17 +81,8 @@ def rig(tmp_path_factory):
     log.close()
 
 
-def _image(stamp_ns, h=48, w=64):
-    rng = np.random.default_rng(stamp_ns)
-    msg = Image(height=h, width=w, encoding='rgb8', step=w * 3)
-    msg.data = rng.integers(0, 256, h * w * 3, dtype=np.uint8).tobytes()
-    msg.header.stamp.sec, msg.header.stamp.nanosec = divmod(int(stamp_ns), 1_000_000_000)
-    msg.header.frame_id = 'colmap_camera'
-    return msg
-
-
-def _stamp(msg):
-    return msg.header.stamp.sec * 1_000_000_000 + msg.header.stamp.nanosec
+_image = partial(random_image, frame_id='colmap_camera')
+_stamp = stamp_of
 
 
 def _pose(msg):

@@ -22,6 +22,7 @@ stays on loopback in a domain of its own. Optional pieces (tf2_ros) are checked 
 they are installed and their absence is checked where they are not.
 """
 
+from functools import partial
 import os
 from pathlib import Path
 import signal
@@ -41,6 +42,7 @@ import pytest
 from rcl_interfaces.msg import Parameter, ParameterType, ParameterValue
 from rcl_interfaces.srv import GetParameters, SetParameters
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
+from ros_images import random_image, stamp_of
 from sensor_msgs.msg import CameraInfo, CompressedImage, Image, PointCloud2
 from std_srvs.srv import Trigger
 try:
@@ -133,17 +135,8 @@ def rig(tmp_path_factory):
         f.close()
 
 
-def _image(stamp_ns, h=48, w=64, seed=None, encoding='rgb8'):
-    rng = np.random.default_rng(stamp_ns if seed is None else seed)
-    msg = Image(height=h, width=w, encoding=encoding, step=w * 3)
-    msg.data = rng.integers(0, 256, h * w * 3, dtype=np.uint8).tobytes()
-    msg.header.stamp.sec, msg.header.stamp.nanosec = divmod(int(stamp_ns), 1_000_000_000)
-    msg.header.frame_id = 'dds_camera'
-    return msg
-
-
-def _stamp(msg):
-    return msg.header.stamp.sec * 1_000_000_000 + msg.header.stamp.nanosec
+_image = partial(random_image, frame_id='dds_camera')
+_stamp = stamp_of
 
 
 def _send(rig, msgs, pause=0.05, key='image'):

@@ -39,6 +39,7 @@ from lingbot_ros.streaming.trajectory import invert_rigid, matrix_to_quat, quat_
 from nav_msgs.msg import Odometry
 import numpy as np
 import pytest
+from ros_images import random_image, stamp_of
 from sensor_msgs.msg import Image
 try:
     from geometry_msgs.msg import TransformStamped
@@ -144,16 +145,10 @@ def _transform(matrix, stamp_ns, parent, child):
 
 
 def _image(stamp_ns, seed):
-    rng = np.random.default_rng(seed)
-    msg = Image(height=48, width=64, encoding='rgb8', step=64 * 3)
-    msg.data = rng.integers(0, 256, 48 * 64 * 3, dtype=np.uint8).tobytes()
-    msg.header.stamp.sec, msg.header.stamp.nanosec = divmod(int(stamp_ns), 1_000_000_000)
-    msg.header.frame_id = FRAME_ID
-    return msg
+    return random_image(stamp_ns, FRAME_ID, seed=seed)
 
 
-def _stamp(msg):
-    return msg.header.stamp.sec * 1_000_000_000 + msg.header.stamp.nanosec
+_stamp = stamp_of
 
 
 def _matrix(pose):

@@ -23,6 +23,7 @@ newer format) fails configure in one line with ``resume_required`` (exit 1), and
 a new map with a WARN without it.
 """
 
+from functools import partial
 import json
 from pathlib import Path
 import subprocess
@@ -35,6 +36,7 @@ from nav_msgs.msg import Path as PathMsg
 import numpy as np
 import pytest
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
+from ros_images import pose_vector, random_image, stamp_of
 from sensor_msgs.msg import Image, PointCloud2
 from std_srvs.srv import Trigger
 
@@ -59,22 +61,8 @@ BASIC = ROOT / 'test' / 'data' / 'parity' / 'basic'   # another structure (confi
 FRESH = ('other_weights', 'other_structure', 'cut_short', 'newer')  # the lenient node's
 
 
-def _image(stamp_ns, h=48, w=64):
-    rng = np.random.default_rng(stamp_ns)
-    msg = Image(height=h, width=w, encoding='rgb8', step=w * 3)
-    msg.data = rng.integers(0, 256, h * w * 3, dtype=np.uint8).tobytes()
-    msg.header.stamp.sec, msg.header.stamp.nanosec = divmod(int(stamp_ns), 1_000_000_000)
-    msg.header.frame_id = 'state_camera'
-    return msg
-
-
-def _stamp(msg):
-    return msg.header.stamp.sec * 1_000_000_000 + msg.header.stamp.nanosec
-
-
-def _pose(msg):
-    p, q = msg.pose.position, msg.pose.orientation
-    return np.array([p.x, p.y, p.z, q.x, q.y, q.z, q.w])
+_image = partial(random_image, frame_id='state_camera')
+_stamp, _pose = stamp_of, pose_vector
 
 
 class Rig:

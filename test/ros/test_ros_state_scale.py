@@ -24,6 +24,7 @@ its outputs are in model units (B's over 2.5), and the track and map saved in me
 not taken, which it says in one line.
 """
 
+from functools import partial
 from pathlib import Path
 import subprocess
 
@@ -34,6 +35,7 @@ from lingbot_ros.ros.probe import Probe, status_of
 from nav_msgs.msg import Path as PathMsg
 import numpy as np
 import pytest
+from ros_images import pose_vector, random_image, stamp_of
 from sensor_msgs.msg import Image
 from std_srvs.srv import Trigger
 
@@ -54,22 +56,8 @@ EXTRA = TINY_NODE_YAML + f"""    sliding_window: 2
 NODES = ('node_a', 'node_b', 'node_c', 'unscaled')
 
 
-def _image(stamp_ns, h=48, w=64):
-    rng = np.random.default_rng(stamp_ns)
-    msg = Image(height=h, width=w, encoding='rgb8', step=w * 3)
-    msg.data = rng.integers(0, 256, h * w * 3, dtype=np.uint8).tobytes()
-    msg.header.stamp.sec, msg.header.stamp.nanosec = divmod(int(stamp_ns), 1_000_000_000)
-    msg.header.frame_id = 'metric_camera'
-    return msg
-
-
-def _stamp(msg):
-    return msg.header.stamp.sec * 1_000_000_000 + msg.header.stamp.nanosec
-
-
-def _pose(msg):
-    p, q = msg.pose.position, msg.pose.orientation
-    return np.array([p.x, p.y, p.z, q.x, q.y, q.z, q.w])
+_image = partial(random_image, frame_id='metric_camera')
+_stamp, _pose = stamp_of, pose_vector
 
 
 @pytest.fixture(scope='module')

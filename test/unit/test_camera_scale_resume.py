@@ -23,6 +23,7 @@ resume does with a saved scale it cannot take, and the output thread's copy for 
 
 import json
 
+from doubles import RecordingLog
 from hypothesis import given, settings, strategies as st
 from lingbot_ros.ros.camera import CameraStream
 from lingbot_ros.ros.camera_scale import CameraScale, FrameKind
@@ -198,21 +199,10 @@ class _Maps:
         return 0
 
 
-class _Log:
-    def __init__(self):
-        self.lines = []
-
-    def info(self, text):
-        self.lines.append(('INFO', text))
-
-    def warning(self, text):
-        self.lines.append(('WARN', text))
-
-
 def _node(source='fixed', trajectory=(), **params):
     p = parse({'scale_source': source, 'fixed_scale': 2.5, 'path_max_length': 3, **params})
     cam = CameraStream(0, 'cam', '/cam', _Session(list(trajectory)), window=10)
-    log = _Log()
+    log = RecordingLog()
     return p, cam, ScaleFeed(p, ['cam'], 14, log), log
 
 

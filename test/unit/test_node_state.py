@@ -18,7 +18,7 @@ from concurrent.futures import Future
 import threading
 import time
 
-from doubles import LandsAtOnce
+from doubles import LandsAtOnce, RecordingLog
 from lingbot_ros.ros.camera import CameraStream, RESIZE_AFTER
 from lingbot_ros.ros.map_thread import MapThread
 from lingbot_ros.ros.outputs import SavedOutputs
@@ -38,17 +38,6 @@ from lingbot_ros.streaming.result import FrameResult, FrameType
 from lingbot_ros.streaming.state import PublishedTrack
 import numpy as np
 import pytest
-
-
-class Log:
-    def __init__(self):
-        self.lines = []
-
-    def info(self, text):
-        self.lines.append(('INFO', text))
-
-    def warning(self, text):
-        self.lines.append(('WARN', text))
 
 
 class Sink:
@@ -278,11 +267,11 @@ def test_a_saved_camera_resumes_with_its_map_and_track(engine, tmp_path):
     assert 'frame 5' in written[0] and 'map voxels, 5 track poses)' in written[0]
     # resume: camera a continues; b has no file: refused, or without resume_required fresh
     fresh = [engine.new_session(n, cfg) for n in ('a', 'b')]
-    log = Log()
+    log = RecordingLog()
     with pytest.raises(StateError, match='^camera b: state file .*b_state.safetensors: no such'):
         resume_sessions(engine, fresh, ['a', 'b'], params, log)
     lenient = parse({**as_values(params), 'resume_required': False})
-    fresh, log = [engine.new_session(n, cfg) for n in ('a', 'b')], Log()
+    fresh, log = [engine.new_session(n, cfg) for n in ('a', 'b')], RecordingLog()
     resumed = resume_sessions(engine, fresh, ['a', 'b'], lenient, log)
     assert [r.status.outcome for r in resumed] == [ResumeOutcome.RESUMED, ResumeOutcome.REFUSED]
     assert [w for w, _ in log.lines] == ['INFO', 'WARN']
