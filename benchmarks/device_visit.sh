@@ -35,7 +35,7 @@
 #                 float32 (the parity yardstick); when every run ends well, its JSON and text
 #                 as performance_table.py names them: bf16_drift.{json,txt} for seed 0,
 #                 bf16_drift_seed<SEED>.{json,txt} for another
-#   tests         the GPU tests, at most TESTS_S seconds (default 200)
+#   tests         the GPU tests, at most TESTS_S seconds (default 200), with what each printed
 # COMMIT names our commit in the results (the machine's copy of .git may be stale).
 set -uo pipefail
 PY=${PYTHON:-python3}
@@ -97,7 +97,7 @@ for step in "$@"; do
                   done
              tail -n 20 "$LOGS/drift_seed$seed/bf16_drift.txt" 2>/dev/null \
                  || tail -n 20 "$LOGS/drift_seed${seed}_stdout.txt" ;;
-    tests) timeout "${TESTS_S:-200}" $PY -m pytest -q -ra -m gpu test 2>&1 \
+    tests) timeout "${TESTS_S:-200}" $PY -m pytest -q -rA -m gpu test 2>&1 \
                | tee "$LOGS/gpu_tests.txt" | tail -n 8 ;;
     *) echo "unknown step: $step"; exit 2 ;;
   esac
