@@ -23,10 +23,10 @@ into a few hundred, and the frame is then bound by the device (docs/performance.
 
 One compiled pair serves every block: the block comes in as an argument, so its
 weights are inputs and blocks of one shape share one compiled graph. Each distinct
-shape and dtype (the DINO trunk, frame and global blocks, the camera head, for a scale
-call and for a streaming frame) is compiled once, on first use, as is the depth decoder
-(:func:`compile_depth_decoder`) for each chunk shape; ``RECOMPILES`` is how
-many such variants dynamo may keep per piece. Compiling takes tens of seconds the
+shape and dtype (the DINO trunk, frame and global blocks, the camera head, for a
+streaming frame; the engine runs a scale call uncompiled) is compiled once, on first
+use, as is the depth decoder (:func:`compile_depth_decoder`) for each chunk shape;
+``RECOMPILES`` is how many such variants dynamo may keep per piece. Compiling takes tens of seconds the
 first time on a machine, seconds from PyTorch's on-disk cache afterwards. That cache
 lives under the system's temporary folder unless ``TORCHINDUCTOR_CACHE_DIR`` says
 otherwise, and many robots clear it at every boot: without the variable set, it goes

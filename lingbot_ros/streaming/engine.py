@@ -446,6 +446,10 @@ class _Runner:
     ``graph_status`` and stays eager. All captures share one graph pool (they never run
     at the same time): a second capture reuses the first one's intermediate memory
     instead of reserving a pool of its own.
+
+    A scale call runs its blocks uncompiled (``torch_compile`` or not): its kernels span
+    all the scale frames, so the launches that compiling saves are few against their
+    work, while tracing its shapes would double the graphs every start traces and loads.
     """
 
     MAX_GRAPHS = 8  # distinct (size, options) captures kept; each holds one frame's buffers
@@ -469,6 +473,9 @@ class _Runner:
                                 kwargs['camera_cache'])
                 except StagingRefused:
                     self.eager_frames += 1
+            if kwargs.get('scale_frames'):
+                with torch.compiler.set_stance('force_eager'):
+                    return self.model(images, camera_iterations=iterations, **kwargs)
             return self.model(images, camera_iterations=iterations, **kwargs)
 
     def _graph_for(self, images: torch.Tensor, iterations: Optional[int], kwargs: dict):

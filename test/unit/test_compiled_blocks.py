@@ -174,3 +174,26 @@ def test_kernel_cache_is_the_given_folder_or_ours_under_the_user_cache(monkeypat
     monkeypatch.delenv('TORCHINDUCTOR_CACHE_DIR')
     monkeypatch.setenv('XDG_CACHE_HOME', str(tmp_path / 'xdg'))
     assert kernel_cache_dir() == tmp_path / 'xdg' / 'lingbot_ros' / 'torchinductor'
+
+
+def test_a_scale_call_runs_uncompiled_and_a_streaming_frame_compiled():
+    """Only a streaming frame's shapes are traced: a start loads half the graphs."""
+    from lingbot_ros.streaming.config import StreamConfig
+    torch._dynamo.reset()
+    traced = []
+
+    def counting(gm, example_inputs):
+        traced.append(gm)
+        return gm.forward
+    engine = Engine.load(EngineConfig(device='cpu'))
+    compile_blocks(engine.model, backend=counting)
+    compile_depth_decoder(engine.model, backend=counting)
+    session = engine.new_session('cam', StreamConfig(scale_frames=2, sliding_window=4,
+                                                     image_size=56).validate())
+    frames = [np.random.default_rng(i).integers(0, 256, (48, 64, 3), dtype=np.uint8)
+              for i in range(3)]
+    assert [len(session.step(f, i + 1)) for i, f in enumerate(frames[:2])] == [0, 2]
+    assert traced == []
+    assert len(session.step(frames[2], 3)) == 1
+    assert traced  # the streaming frame's pieces and depth decoder
+    torch._dynamo.reset()
