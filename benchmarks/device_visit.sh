@@ -46,12 +46,18 @@ PARAMS=config/lingbot.yaml
 SOURCE=.data/courthouse
 mkdir -p "$LOGS" "$OUT"
 export PYTHONUNBUFFERED=1
+# prepare writes the bytecode the node's modules lack; where torch's folder is read-only it
+# says to give Python a writable folder for it, as a robot's image would
+torch_dir=$($PY -c 'import os, torch; print(os.path.dirname(torch.__file__))' 2>/dev/null)
+[[ -w $torch_dir ]] || export PYTHONPYCACHEPREFIX=${PYTHONPYCACHEPREFIX:-/tmp/lingbot_pycache}
 # the run's figures go into copies of the results files, which come back in the log pack
 for f in live side_by_side; do
   [[ -f $LOGS/$f.json ]] || cp "benchmarks/results/$f.json" "$LOGS/$f.json"
 done
 nvidia-smi --query-gpu=name,memory.total --format=csv,noheader | tee "$LOGS/gpu.txt"
 echo "ours $COMMIT" | tee -a "$LOGS/gpu.txt"
+echo "PYTHONPYCACHEPREFIX=${PYTHONPYCACHEPREFIX:-} PYTHONDONTWRITEBYTECODE=${PYTHONDONTWRITEBYTECODE:-}" \
+    | tee -a "$LOGS/gpu.txt"
 LIVE=(--params "$PARAMS" --source "$SOURCE" --size 640x480 --set preset:=release
       --set publish_depth:=true --set publish_points:=true --set publish_map:=true)
 live() {  # name, time limit, then live_node.py arguments

@@ -26,8 +26,8 @@ weights are inputs and blocks of one shape share one compiled graph. Each distin
 shape and dtype (the DINO trunk, frame and global blocks, the camera head, for a
 streaming frame; the engine runs a scale call uncompiled) is compiled once, on first
 use, as is the depth decoder (:func:`compile_depth_decoder`) for each chunk shape;
-``RECOMPILES`` is how many such variants dynamo may keep per piece. Compiling takes tens of seconds the
-first time on a machine, seconds from PyTorch's on-disk cache afterwards. That cache
+``RECOMPILES`` is how many such variants dynamo may keep per piece. Compiling takes tens
+of seconds the first time on a machine, seconds from PyTorch's on-disk cache afterwards. That cache
 lives under the system's temporary folder unless ``TORCHINDUCTOR_CACHE_DIR`` says
 otherwise, and many robots clear it at every boot: without the variable set, it goes
 to :func:`kernel_cache_dir` (beside FlashInfer's, under ``~/.cache``).

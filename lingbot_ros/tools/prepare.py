@@ -27,7 +27,8 @@ With ``torch_compile: true`` (the default) it also compiles the model's blocks a
 decoder for the camera's size (``--camera-size``, default 640x480; random weights: compiled
 kernels do not depend on weight values), which fills PyTorch's on-disk kernel cache
 (``TORCHINDUCTOR_CACHE_DIR``, or ``~/.cache/lingbot_ros/torchinductor`` when it is not set) so
-the node's own warm-up takes seconds.
+the node's own warm-up takes seconds. Last, it writes the bytecode of the Python modules
+the node loads where an install left none (:mod:`lingbot_ros.tools.bytecode`).
 """
 
 from __future__ import annotations
@@ -87,11 +88,22 @@ def main(argv: Optional[list] = None) -> int:
             return 1
         if not engine.compiled_blocks:
             print(f'torch_compile: {engine.compile_status}; nothing to compile')
-            return 0
-        times = engine.warm_up(stream_cfg, hw)
-        print(f'torch_compile: the blocks compiled for a {hw[1]}x{hw[0]} camera in '
-              f'{times.total_s:.1f} s ({times.text()})')
+        else:
+            times = engine.warm_up(stream_cfg, hw)
+            print(f'torch_compile: the blocks compiled for a {hw[1]}x{hw[0]} camera in '
+                  f'{times.total_s:.1f} s ({times.text()})')
+    _write_bytecode()
     return 0
+
+
+def _write_bytecode() -> None:
+    """Write the bytecode of every module the node loads (those loaded here and its own)."""
+    from lingbot_ros.tools import bytecode
+    why = bytecode.node_modules()
+    if why:
+        print(f"Python bytecode: the node's own modules did not load here ({why}); "
+              'writing the rest')
+    print(bytecode.write_missing(bytecode.loaded_sources()).text())
 
 
 if __name__ == '__main__':

@@ -155,6 +155,7 @@ def test_prepare_says_there_is_nothing_to_compile_without_cuda(capsys):
     out = capsys.readouterr().out
     assert 'attention backend sdpa' in out
     assert 'torch_compile: off: needs CUDA' in out and 'nothing to compile' in out
+    assert 'Python bytecode: ' in out.splitlines()[-1]
 
 
 def test_prepare_reads_the_camera_size_as_width_by_height():
