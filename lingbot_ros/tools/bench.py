@@ -123,8 +123,35 @@ def _kernel_table(prof, frames: int, top: int) -> dict:
     table = [{'name': e.key[:90], 'calls_per_frame': e.count / frames,
               'device_ms_per_frame': e.device_time_total / 1e3 / frames} for e in rows]
     kernels = [e for e in events if e.device_time_total > 0 and e.device_type.name == 'CUDA']
+    families = kernel_families([(e.key, e.device_time_total / 1e3 / frames, e.count / frames)
+                                for e in kernels])
     return {'device_ms_per_frame': sum(e.device_time_total for e in kernels) / 1e3 / frames,
-            'kernels_per_frame': sum(e.count for e in kernels) / frames, 'top': table}
+            'kernels_per_frame': sum(e.count for e in kernels) / frames, 'top': table,
+            'families': families}
+
+
+# Kernel families by name, first match wins: where a frame's device time goes at a glance.
+FAMILIES = (
+    ('attention over the cache', ('flashinfer', 'prefill', '_merge_kernel')),
+    ('attention within a frame', ('sdpa', 'fmha', 'flash_fprop', 'attention')),
+    ('matrix products and convolutions', ('nvjet', 'gemm', 'xmma', 'cutlass', 'cublas',
+                                          'addmm', 'conv')),
+    ('compiled norms and elementwise', ('triton_',)),
+    ('copies and indexing', ('copy', 'index', 'memcpy', 'memset', 'cat')),
+)
+
+
+def kernel_families(kernels: list) -> dict:
+    """Sum (name, device ms, launches) rows by :data:`FAMILIES`; the rest is 'other'."""
+    out: dict = {}
+    for name, ms, launches in kernels:
+        low = name.lower()
+        family = next((f for f, keys in FAMILIES if any(k in low for k in keys)), 'other')
+        got = out.setdefault(family, [0.0, 0.0])
+        got[0] += ms
+        got[1] += launches
+    return {f: {'device_ms': ms, 'launches': n} for f, (ms, n) in
+            sorted(out.items(), key=lambda kv: -kv[1][0])}
 
 
 def _activities(engine: Engine) -> list:
@@ -187,10 +214,13 @@ def profile_run(engine: Engine, stream: StreamConfig, images: torch.Tensor,
     table = _kernel_table(steady, n, top)
     result.update(steady_frames=n,
                   steady_device_ms_per_frame=table['device_ms_per_frame'],
-                  steady_kernels_per_frame=table['kernels_per_frame'], steady_top=table['top'])
+                  steady_kernels_per_frame=table['kernels_per_frame'], steady_top=table['top'],
+                  steady_families=table['families'])
     print(f'steady (frames {started}-{frames}, window full): device time '
           f"{table['device_ms_per_frame']:.1f} ms/frame in {table['kernels_per_frame']:.0f} "
-          'kernels/frame')
+          'kernels/frame; by family:')
+    for family, got in table['families'].items():
+        print(f"  {got['device_ms']:8.3f} ms  {got['launches']:7.1f}x  {family}")
     return result
 
 

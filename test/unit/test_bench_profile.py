@@ -39,6 +39,29 @@ def test_profile_has_a_steady_part_from_where_the_window_fills(tmp_path, capsys)
     assert 'steady (frames 7-12, window full)' in capsys.readouterr().out
 
 
+def test_kernels_sum_into_families_by_name_with_the_rest_as_other():
+    rows = [  # names as a steady H100 frame's profile gives them: (name, ms, launches)
+        ('void flashinfer::PrefillWithKVCacheKernel<flashinfer::CollectiveMainloop<', 14.7, 23),
+        ('_merge_kernel', 0.1, 23),
+        ('cudnn_generated_fort_native_sdpa_sm90_flash_fprop_wgmma_f16_knob_7_64x128x64', 0.7, 46),
+        ('nvjet_sm90_tst_128x64_64x8_1x2_h_bz_bias_TNT', 1.3, 69),
+        ('sm90_xmma_fprop_implicit_gemm_f16f16_f16f32_f32_nhwckrsc_nhwc', 0.1, 5),
+        ('triton_per_fused__to_copy_native_layer_norm_0', 0.25, 69),
+        ('void at::native::index_elementwise_kernel<128, 4, at::native::index_copy', 0.2, 77),
+        ('void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor', 0.01, 2),
+    ]
+    families = bench.kernel_families(rows)
+    assert list(families)[0] == 'attention over the cache'
+    assert families['attention over the cache']['launches'] == 46
+    assert abs(families['attention over the cache']['device_ms'] - 14.8) < 1e-9
+    assert families['attention within a frame']['launches'] == 46
+    assert families['matrix products and convolutions']['launches'] == 74
+    assert families['compiled norms and elementwise']['launches'] == 69
+    assert families['copies and indexing']['launches'] == 77
+    assert families['other'] == {'device_ms': 0.01, 'launches': 2}
+    assert sum(f['launches'] for f in families.values()) == sum(n for *_, n in rows)
+
+
 def test_run_once_reports_frames_as_they_land():
     from lingbot_ros.streaming.config import EngineConfig, StreamConfig
     from lingbot_ros.streaming.engine import Engine
