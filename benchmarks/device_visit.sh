@@ -29,6 +29,8 @@
 #                 the node over DDS at a 15 Hz camera, a 30 Hz camera and two 15 Hz cameras,
 #                 640x480 rgb8, depth + points + map, counted beside it (benchmarks/live_node.py)
 #   bench         lingbot-ros-bench --profile: steady frame time, kernels and graph segments
+#   bench:N:=V,.. the same without the profile, with parameters changed (--set N:=V each), to
+#                 compare a candidate with the shipped file in one call
 #   sbs           side_by_side.py: the reference's profiler and ours, both settings
 #   drift:SEED    bf16_drift.py on weights drawn with SEED: the reference in float32 and bf16,
 #                 ours as shipped (ours-shipped: the parameter table's defaults) and ours in
@@ -89,6 +91,12 @@ for step in "$@"; do
     bench) $PY -m lingbot_ros.tools.bench --params-file "$PARAMS" --frames 100 --profile \
                --out "$LOGS/model_bench.json" > "$LOGS/model_bench.txt" 2>&1
            tail -n 3 "$LOGS/model_bench.txt" ;;
+    bench:*) sets=(); IFS=, read -ra pairs <<< "${step#bench:}"
+             for pair in "${pairs[@]}"; do sets+=(--set "$pair"); done
+             name=model_bench_$(tr -c 'A-Za-z0-9_\n' _ <<< "${step#bench:}")
+             $PY -m lingbot_ros.tools.bench --params-file "$PARAMS" --frames 100 "${sets[@]}" \
+                 --out "$LOGS/$name.json" > "$LOGS/$name.txt" 2>&1
+             tail -n 1 "$LOGS/$name.txt" ;;
     sbs) $PY benchmarks/side_by_side.py --reference .reference --ours-commit "$COMMIT" \
              --budget-s 400 --reference-timeout-s 140 --ours-timeout-s 100 --out "$LOGS/sbs" \
              --record --config shipped --results "$LOGS/side_by_side.json" 2>&1 | tail -n 24 ;;
