@@ -80,8 +80,8 @@ class WarmUpTimes:
     """
     Where a warm-up's seconds went, part by part, in the order they ran.
 
-    A part is one step of a throwaway stream: its scale call (compiling the scale-call
-    shapes), its first streaming frame with depth (compiling a streaming frame and the
+    A part is one step of a throwaway stream: its scale call (uncompiled: first calls of
+    its kernels), its first streaming frame with depth (compiling a streaming frame and the
     depth decoder, capturing the graph), the first without depth (another capture) and the
     frames after each (what a frame costs once all that is done). The first camera's
     stream compiles; the others only allocate and capture.
@@ -370,8 +370,8 @@ class Engine:
         """
         Run throwaway streams of synthetic ``input_hw`` frames; return where the time went.
 
-        What a model compiles at its first call of a shape (``torch_compile``: the scale
-        call and a streaming frame at that input size) then happens here, before a camera
+        What a model compiles at its first call of a shape (``torch_compile``: a streaming
+        frame at that input size; a scale call runs uncompiled) then happens here, before a camera
         is waiting on it, instead of in its first frames: ``streaming_frames`` with depth
         (the depth decoder too: depth can be switched on at runtime, and the frames that
         seed a new window always make it), as many without. One stream per camera: each
