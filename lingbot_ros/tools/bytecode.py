@@ -91,7 +91,8 @@ class BytecodeReport:
         if not self.missing:
             return f'Python bytecode: all {self.modules} modules the node loads have theirs'
         line = (f'Python bytecode: {self.missing} of {self.modules} modules the node loads had '
-                f'none (every start compiled them); wrote {self.written} in {self.seconds:.1f} s')
+                'no current bytecode (every start compiled them); wrote '
+                f'{self.written} in {self.seconds:.1f} s')
         if self.failed:
             folders = sorted(self.failed)
             shown = ', '.join(f'{d} ({self.failed[d]})' for d in folders[:3])
