@@ -36,7 +36,7 @@
 #                 ours as shipped (ours-shipped: the parameter table's defaults) and ours in
 #                 float32 (the parity yardstick); when every run ends well, its JSON and text
 #                 as performance_table.py names them: bf16_drift.{json,txt} for seed 0,
-#                 bf16_drift_seed<SEED>.{json,txt} for another
+#                 bf16_drift_seed<SEED>.{json,txt} for another; DRIFT_RUNS names other runs
 #   tests         the GPU tests, at most TESTS_S seconds (default 200), with what each printed
 # COMMIT names our commit in the results (the machine's copy of .git may be stale).
 set -uo pipefail
@@ -103,7 +103,7 @@ for step in "$@"; do
     drift:*) seed=${step#drift:}
              name=bf16_drift; [[ $seed == 0 ]] || name=bf16_drift_seed$seed
              timeout 480 $PY benchmarks/bf16_drift.py --reference .reference --images "$SOURCE" \
-                 --runs ref-fp32,ref-bf16,ours-shipped,ours-fp32 --seed "$seed" \
+                 --runs "${DRIFT_RUNS:-ref-fp32,ref-bf16,ours-shipped,ours-fp32}" --seed "$seed" \
                  --ours-commit "$COMMIT" --work "/tmp/drift_$seed" --resume --timeout 300 \
                  --out "$LOGS/drift_seed$seed" > "$LOGS/drift_seed${seed}_stdout.txt" 2>&1 \
                && for ext in json txt; do

@@ -120,6 +120,9 @@ def engine_config(run: RunKind, settings: Settings,
         raise ValueError(f'{run.value} is not one of our runs')
     if run is RunKind.OURS_SHIPPED:
         return shipped_config(settings, checkpoint)
+    if run is RunKind.OURS_BF16_FP8:
+        return shipped_config(settings, checkpoint).replace(
+            kv_cache_dtype=KvCacheDtype.FLOAT8_E4M3)
     bf16 = run is not RunKind.OURS_FP32
     heads = {RunKind.OURS_BF16_HEADS: HeadDtype.COMPUTE,
              RunKind.OURS_BF16_HEADS16: HeadDtype.FLOAT16,
@@ -129,8 +132,6 @@ def engine_config(run: RunKind, settings: Settings,
                         dtype='bfloat16' if bf16 else 'float32',
                         attention_backend=settings.backend if bf16 else 'auto',
                         seed=settings.seed,
-                        kv_cache_dtype=KvCacheDtype.FLOAT8_E4M3
-                        if run is RunKind.OURS_BF16_FP8 else KvCacheDtype.AUTO,
                         head_dtype=heads.get(run, HeadDtype.FLOAT32),
                         weights_dtype=WeightsDtype.COMPUTE
                         if run is RunKind.OURS_BF16_WEIGHTS else WeightsDtype.AUTO,
