@@ -47,7 +47,7 @@ imports never meet ours):
   and cache settings; on a CPU float32), so that its drift follows the defaults;
 - ``ours-fp32``, ``ours-bf16`` (autocast as our Engine runs it; our default back end: FlashInfer
   on CUDA, SDPA elsewhere), ``ours-bf16-fp8cache`` (``ours-shipped`` with ``kv_cache_dtype:
-  float8_e4m3``; on a Hopper GPU attention then runs on float8 tensor cores; CUDA only),
+  float8_e4m3``, the 8 GB profile's cache; CUDA only),
   ``ours-bf16-heads`` (``ours-bf16`` with the camera and depth heads under autocast too,
   ``head_dtype: compute``), ``ours-bf16-heads16`` (the heads under float16 autocast,
   ``head_dtype: float16``), ``ours-bf16-heads16-compiled`` (that with ``torch_compile:

@@ -24,16 +24,15 @@ Attention over cached pages: one interface, backends :class:`AttentionBackend`.
 - ``auto``: ``flashinfer`` on CUDA in half precision when it is importable, else
   ``sdpa`` -- always with a reason string the node can report.
 
-Keys and values may be stored in float8 (e4m3, ``KV_FP8``). On a Hopper GPU FlashInfer then
-runs its float8 FA3 kernel: queries are cast to float8 too (no scale: they come out of the
-blocks' query norm, well inside float8's range), both products run on float8 tensor cores,
-and the output comes back in bfloat16 (:func:`fp8_tensor_cores`). Elsewhere FlashInfer reads
-such a cache with queries in half precision, and the PyTorch paths upcast the visible keys
-and values to the queries' dtype first, so any device that can store float8 runs it.
-
-Every FlashInfer wrapper of a device shares one float workspace (:func:`shared_workspace`):
-the wrappers run one after another on one stream, and that buffer only holds a run's
-partial results.
+Keys and values may be stored in float8 (e4m3) while queries stay in the compute dtype
+(``KV_FP8``): FlashInfer reads such a cache directly (queries in half precision); the
+PyTorch paths upcast the visible keys and values to the queries' dtype first, so any
+device that can store float8 runs it. FlashInfer's all-float8 kernel (queries rounded to
+float8 too, and the probabilities before the value product) stays unused: at head size 64
+it is barely faster than the half-precision one, and its rounding moves the poses more
+than the reference's own bfloat16 does. Every FlashInfer wrapper of a device shares one
+float workspace (:func:`shared_workspace`): the wrappers run one after another on one
+stream, and that buffer only holds a run's partial results.
 
 cuDNN SDPA builds an execution plan for every new key count, on the host, and the key
 count grows by the special tokens of every committed frame, so its fast kernel costs a
@@ -142,13 +141,6 @@ def _sdpa_context(device: torch.device):
 def is_fp8(dtype: torch.dtype) -> bool:
     """Tell whether a cache dtype is float8 (stored only; attention runs in the query dtype)."""
     return dtype == KV_FP8
-
-
-def fp8_tensor_cores(device: torch.device, kv_dtype: torch.dtype) -> bool:
-    """Tell whether FlashInfer attends over a ``kv_dtype`` cache on float8 tensor cores here."""
-    device = torch.device(device)
-    return is_fp8(kv_dtype) and device.type == 'cuda' and \
-        torch.cuda.get_device_capability(device)[0] == 9
 
 
 def compute_dtype(q_dtype: torch.dtype, kv_dtype: torch.dtype) -> torch.dtype:
@@ -277,8 +269,6 @@ class FlashInferRagged:
                        'kv_indptr_buf': torch.zeros(splits + 1, dtype=torch.int32,
                                                     device=device)}
         self.wrapper = _flashinfer_wrapper('PrefillWithRaggedKVCache', device, kernel, **buffers)
-        self.device = torch.device(device)
-        self.fp8 = False  # the last plan runs on float8 tensor cores (fp8_tensor_cores)
         pin = torch.device(device).type == 'cuda'
         self._qo = torch.zeros(splits + 1, dtype=torch.int32, pin_memory=pin)
         self._kv = torch.zeros(splits + 1, dtype=torch.int32, pin_memory=pin)
@@ -298,36 +288,25 @@ class FlashInferRagged:
         for i in range(s + 1):   # equal parts; the first ones take the remainder
             qo[i] = i * queries
             kv[i] = kv_offset + (keys * i + s - 1) // s
-        kv_dtype = kv_dtype or dtype
-        self.fp8 = fp8_tensor_cores(self.device, kv_dtype)
-        if self.fp8:
-            self.wrapper.plan(self._qo, self._kv, heads, heads, head_dim, causal=False,
-                              q_data_type=KV_FP8, kv_data_type=KV_FP8,
-                              o_data_type=torch.bfloat16)
-        else:
-            self.wrapper.plan(self._qo, self._kv, heads, heads, head_dim, causal=False,
-                              q_data_type=dtype, kv_data_type=kv_dtype)
+        self.wrapper.plan(self._qo, self._kv, heads, heads, head_dim, causal=False,
+                          q_data_type=dtype, kv_data_type=kv_dtype or dtype)
         if self._qo.is_pinned():
             self._copied = torch.cuda.Event()
             self._copied.record()
 
     def run(self, q: torch.Tensor, k_run: torch.Tensor, v_run: torch.Tensor) -> torch.Tensor:
         """``q`` [1, H, N, D] over a contiguous run ``[tokens, H, D]`` -> [1, H, N, D]."""
-        if self.fp8:
-            q_nhd = storable(q[0], KV_FP8).to(KV_FP8).transpose(0, 1)
-            scales = (1.0, 1.0, 1.0)  # queries, keys, values: stored unscaled
-        else:
-            q_nhd = q[0].to(compute_dtype(q.dtype, k_run.dtype)).transpose(0, 1)
-            scales = ()
+        dtype = compute_dtype(q.dtype, k_run.dtype)
+        q_nhd = q[0].to(dtype).transpose(0, 1)
         if self.splits == 1:
-            out = self.wrapper.run(q_nhd.contiguous(), k_run, v_run, *scales)
+            out = self.wrapper.run(q_nhd.contiguous(), k_run, v_run)
         else:
             # one copy of q per part, end to end: expand + reshape writes it in one pass
             # (repeat takes a third longer), in 8-byte words where they fit (words.as_words)
             words = as_words(q_nhd)
             tiled = words.unsqueeze(0).expand(self.splits, *words.shape) \
                 .reshape(self.splits * words.shape[0], *words.shape[1:]).view(q_nhd.dtype)
-            parts, lse = self.wrapper.run(tiled, k_run, v_run, *scales, return_lse=True)
+            parts, lse = self.wrapper.run(tiled, k_run, v_run, return_lse=True)
             out = merge_splits(parts, lse, self.splits)
         return out.transpose(0, 1).unsqueeze(0).to(q.dtype)
 
