@@ -27,10 +27,12 @@ shape and dtype (the DINO trunk, frame and global blocks, the camera head, for a
 streaming frame; the engine runs a scale call uncompiled) is compiled once, on first
 use, as is the depth decoder (:func:`compile_depth_decoder`) for each chunk shape;
 ``RECOMPILES`` is how many such variants dynamo may keep per piece. Compiling takes tens
-of seconds the first time on a machine, seconds from PyTorch's on-disk cache afterwards. That cache
-lives under the system's temporary folder unless ``TORCHINDUCTOR_CACHE_DIR`` says
-otherwise, and many robots clear it at every boot: without the variable set, it goes
-to :func:`kernel_cache_dir` (beside FlashInfer's, under ``~/.cache``).
+of seconds the first time on a machine; afterwards the kernels come from PyTorch's on-disk
+cache and, where this torch can keep them (:func:`keep_traces`), so do dynamo's traces of
+the pieces, so a restart neither compiles nor traces. That cache lives under the system's
+temporary folder unless ``TORCHINDUCTOR_CACHE_DIR`` says otherwise, and many robots clear
+it at every boot: without the variable set, it goes to :func:`kernel_cache_dir` (beside
+FlashInfer's, under ``~/.cache``).
 """
 
 from __future__ import annotations
@@ -57,9 +59,49 @@ def kernel_cache_dir() -> Path:
     return base / 'lingbot_ros' / 'torchinductor'
 
 
+def use_kernel_cache_dir() -> None:
+    """
+    Point PyTorch's compile caches (kernels, and dynamo's traces) at :func:`kernel_cache_dir`.
+
+    Before anything asks PyTorch for its cache folder: the first ask sets the variable to
+    PyTorch's own default under the temporary folder, which then stays for the process.
+    """
+    os.environ['TORCHINDUCTOR_CACHE_DIR'] = str(kernel_cache_dir())
+
+
+def keep_traces() -> bool:
+    """
+    Keep dynamo's traces of the compiled pieces on disk, beside their kernels.
+
+    Without them every start re-traces each piece's Python (seconds, on the first frame)
+    before the on-disk kernel cache can even be looked up. With dynamo's caching precompile
+    a start loads the traces and their guards instead, and traces afresh when the stored
+    ones do not fit the sources. Returns whether this torch has it (it is then on).
+    """
+    config = torch._dynamo.config
+    if not hasattr(config, 'caching_precompile'):
+        return False
+    try:
+        from torch._dynamo.precompile_context import PrecompileContext
+    except ImportError:
+        return False
+    if not hasattr(PrecompileContext, 'save_to_dynamo_cache'):
+        return False
+    config.caching_precompile = True
+    return True
+
+
+def save_traces() -> int:
+    """Write the traces made so far to dynamo's store (:func:`keep_traces`); return how many."""
+    if not getattr(torch._dynamo.config, 'caching_precompile', False):
+        return 0
+    from torch._dynamo.precompile_context import PrecompileContext
+    return len(PrecompileContext.save_to_dynamo_cache().get('dynamo', []))
+
+
 def _compile(fn, backend: Optional[str]):
     """Compile ``fn`` as one graph per shape, its kernels kept in :func:`kernel_cache_dir`."""
-    os.environ['TORCHINDUCTOR_CACHE_DIR'] = str(kernel_cache_dir())  # read at compile time
+    use_kernel_cache_dir()  # read at compile time
     config = torch._dynamo.config
     name = 'recompile_limit' if hasattr(config, 'recompile_limit') else 'cache_size_limit'
     setattr(config, name, max(getattr(config, name), RECOMPILES))

@@ -285,11 +285,14 @@ class Engine:
         if cfg.torch_compile:
             if device.type == 'cuda':
                 from lingbot_ros.model.compiled import (compile_blocks, compile_depth_decoder,
-                                                        kernel_cache_dir)
+                                                        keep_traces, kernel_cache_dir,
+                                                        use_kernel_cache_dir)
+                use_kernel_cache_dir()
+                kept = 'kernels and traces' if keep_traces() else 'kernels'
                 blocks = compile_blocks(model)
                 decoder = ' and the depth decoder' if compile_depth_decoder(model) else ''
                 compile_status = (f'on ({blocks} blocks{decoder}; each shape compiles at its '
-                                  f'first call; kernels kept in {kernel_cache_dir()})')
+                                  f'first call; {kept} kept in {kernel_cache_dir()})')
             else:
                 compile_status = f'off: needs CUDA (device {device})'
         if cfg.checkpoint is None:
@@ -378,7 +381,8 @@ class Engine:
         leaves its caches, and the graphs captured over them, for a camera's session of
         the same size (:class:`~lingbot_ros.streaming.caches.KeptCaches`), so the cameras'
         first frames neither allocate nor capture. A camera of another size compiles and
-        captures at its own first frames.
+        captures at its own first frames. What was traced is saved for the next start
+        (:func:`~lingbot_ros.model.compiled.keep_traces`).
         """
         texture = np.random.default_rng(0).integers(0, 256, (*input_hw, 3), dtype=np.uint8)
         frames = iter(range(1, 1 << 30))
@@ -410,6 +414,9 @@ class Engine:
             del session
             if made:
                 self.cache_factory.keep(*made[-1])
+        if self.compiled_blocks:
+            from lingbot_ros.model.compiled import save_traces
+            save_traces()  # the next start loads what this one traced
         if self.device.type == 'cuda':
             torch.cuda.empty_cache()  # the streams' activations go back before the cameras'
         return WarmUpTimes(tuple(parts))

@@ -26,8 +26,9 @@ which needs none), 1 when the asked-for backend failed.
 With ``torch_compile: true`` (the default) it also compiles the model's blocks and depth
 decoder for the camera's size (``--camera-size``, default 640x480; random weights: compiled
 kernels do not depend on weight values), which fills PyTorch's on-disk kernel cache
-(``TORCHINDUCTOR_CACHE_DIR``, or ``~/.cache/lingbot_ros/torchinductor`` when it is not set) so
-the node's own warm-up takes seconds. Last, it writes the bytecode of the Python modules
+(``TORCHINDUCTOR_CACHE_DIR``, or ``~/.cache/lingbot_ros/torchinductor`` when it is not set),
+with dynamo's traces of the compiled pieces beside it where this torch keeps them, so the
+node's own warm-up takes seconds. Last, it writes the bytecode of the Python modules
 the node loads where an install left none (:mod:`lingbot_ros.tools.bytecode`).
 """
 
