@@ -416,7 +416,10 @@ class Engine:
                 self.cache_factory.keep(*made[-1])
         if self.compiled_blocks:
             from lingbot_ros.model.compiled import save_traces
-            save_traces()  # the next start loads what this one traced
+            try:
+                save_traces()  # the next start loads what this one traced
+            except Exception as exc:  # noqa: BLE001 (the next start traces again: slower only)
+                self.compile_status += f'; traces not saved ({type(exc).__name__}: {exc})'
         if self.device.type == 'cuda':
             torch.cuda.empty_cache()  # the streams' activations go back before the cameras'
         return WarmUpTimes(tuple(parts))

@@ -198,3 +198,25 @@ def test_a_scale_call_runs_uncompiled_and_a_streaming_frame_compiled():
     assert len(session.step(frames[2], 3)) == 1
     assert traced  # the streaming frame's pieces and depth decoder
     torch._dynamo.reset()
+
+
+def test_a_compiled_engines_warm_up_saves_the_traces_and_a_failed_save_only_says_so(
+        monkeypatch):
+    from lingbot_ros.model import compiled
+    from lingbot_ros.streaming.config import StreamConfig
+    cfg = StreamConfig(scale_frames=2, sliding_window=4, image_size=56).validate()
+    saves = []
+    monkeypatch.setattr(compiled, 'save_traces', lambda: saves.append(1) or 3)
+    engine = Engine.load(EngineConfig(device='cpu'))
+    engine.warm_up(cfg, (48, 64))
+    assert saves == []  # nothing compiled, nothing to keep
+    engine.compiled_blocks, engine.compile_status = 4, 'on (4 blocks)'
+    engine.warm_up(cfg, (48, 64))
+    assert saves == [1] and engine.compile_status == 'on (4 blocks)'
+
+    def broken():
+        raise OSError('read-only file system')
+    monkeypatch.setattr(compiled, 'save_traces', broken)
+    engine.warm_up(cfg, (48, 64))
+    assert engine.compile_status == ('on (4 blocks); traces not saved (OSError: read-only '
+                                     'file system)')
