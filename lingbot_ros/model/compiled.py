@@ -78,6 +78,7 @@ def keep_traces() -> bool:
     a start loads the traces and their guards instead, and traces afresh when the stored
     ones do not fit the sources. Returns whether this torch has it (it is then on).
     """
+    use_kernel_cache_dir()  # before dynamo's trace store is made, so it lies beside the kernels
     config = torch._dynamo.config
     if not hasattr(config, 'caching_precompile'):
         return False

@@ -285,9 +285,7 @@ class Engine:
         if cfg.torch_compile:
             if device.type == 'cuda':
                 from lingbot_ros.model.compiled import (compile_blocks, compile_depth_decoder,
-                                                        keep_traces, kernel_cache_dir,
-                                                        use_kernel_cache_dir)
-                use_kernel_cache_dir()
+                                                        keep_traces, kernel_cache_dir)
                 kept = 'kernels and traces' if keep_traces() else 'kernels'
                 blocks = compile_blocks(model)
                 decoder = ' and the depth decoder' if compile_depth_decoder(model) else ''

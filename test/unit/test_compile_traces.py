@@ -36,7 +36,6 @@ CHILD = """
 import json
 import torch
 from lingbot_ros.model import compiled
-compiled.use_kernel_cache_dir()
 kept = compiled.keep_traces()
 from torch._dynamo.utils import counters
 
